@@ -1,0 +1,408 @@
+"""The polytopic mesh as a struct of arrays (DESIGN.md section 3).
+
+Elements are unions of fine simplices ("sub-simplices").  Faces are the fine
+facets that lie on element boundaries; facets inside one element are dropped.
+Interior faces come first, sorted by interface (unique element pair
+``e1 < e2``); boundary faces follow, sorted by element.
+
+Everything is int64 / float64 and built with whole-array NumPy: no Python loop
+over cells, facets or elements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+from scipy.spatial import cKDTree
+
+from ..errors import MeshError
+from .geometry import facet_local_vertices, facet_normals, max_edge_lengths, signed_volumes
+from .simplicial import SimplexMesh
+
+#: relative size below which a simplex counts as degenerate (|vol| / longest_edge^d)
+DEGENERATE_TOL = 1e-10
+
+
+@dataclass
+class PolytopicMesh:
+    """A polygonal (2D) or polyhedral (3D) mesh, every array indexed by id.
+
+    Sub-simplices
+        ``points`` (n_points, d); ``simplices`` (n_sub, d+1), positively
+        oriented and sorted by owning element; ``element_offsets``
+        (n_elements+1,) so that element e owns
+        ``simplices[element_offsets[e]:element_offsets[e+1]]``;
+        ``simplex_element`` (n_sub,); ``simplex_volume`` (n_sub,).
+    Elements
+        ``bbox_min``, ``bbox_max`` (n_elements, d); ``measure``,
+        ``diameter`` (n_elements,).
+    Faces (fine facets on element boundaries)
+        ``face_vertices`` (n_faces, d); ``face_elements`` (n_faces, 2) with -1
+        in the second column on the boundary; ``face_simplices`` (n_faces, 2)
+        the adjacent sub-simplex on each side (-1 outside);
+        ``face_measure`` (n_faces,); ``face_normal`` (n_faces, d) unit, from
+        the first element to the second (outward on the boundary);
+        ``face_tag`` (n_faces,) boundary tag (0 untagged, -1 on interior
+        faces).  Faces ``[0, n_interior_faces)`` are interior.
+    Interfaces
+        ``interface_elements`` (n_interfaces, 2) with e1 < e2, lexicographically
+        sorted; ``interface_offsets`` (n_interfaces+1,) into the interior faces.
+    """
+
+    points: np.ndarray
+    simplices: np.ndarray
+    element_offsets: np.ndarray
+    simplex_element: np.ndarray
+    simplex_volume: np.ndarray
+    bbox_min: np.ndarray
+    bbox_max: np.ndarray
+    measure: np.ndarray
+    diameter: np.ndarray
+    face_vertices: np.ndarray
+    face_elements: np.ndarray
+    face_simplices: np.ndarray
+    face_measure: np.ndarray
+    face_normal: np.ndarray
+    face_tag: np.ndarray
+    n_interior_faces: int
+    interface_elements: np.ndarray
+    interface_offsets: np.ndarray
+    source: str = "<array>"
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def dim(self) -> int:
+        return int(self.points.shape[1])
+
+    @property
+    def n_elements(self) -> int:
+        return int(self.element_offsets.shape[0] - 1)
+
+    @property
+    def n_simplices(self) -> int:
+        return int(self.simplices.shape[0])
+
+    @property
+    def n_faces(self) -> int:
+        return int(self.face_elements.shape[0])
+
+    @property
+    def n_boundary_faces(self) -> int:
+        return self.n_faces - self.n_interior_faces
+
+    @property
+    def n_interfaces(self) -> int:
+        return int(self.interface_elements.shape[0])
+
+    @property
+    def boundary_faces(self) -> slice:
+        return slice(self.n_interior_faces, self.n_faces)
+
+    def simplex_vertices(self) -> np.ndarray:
+        """(n_sub, d+1, d) coordinates of every sub-simplex's vertices."""
+        return self.points[self.simplices]
+
+    def face_vertex_coordinates(self, faces: slice | np.ndarray = slice(None)) -> np.ndarray:
+        """(n, d, d) coordinates of the vertices of the selected faces."""
+        return self.points[self.face_vertices[faces]]
+
+    def element_neighbours(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR (offsets, neighbours) of the element adjacency graph, sorted."""
+        a, b = self.interface_elements[:, 0], self.interface_elements[:, 1]
+        rows = np.concatenate([a, b])
+        cols = np.concatenate([b, a])
+        order = np.lexsort((cols, rows))
+        counts = np.bincount(rows, minlength=self.n_elements)
+        offsets = np.zeros(self.n_elements + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return offsets, cols[order].astype(np.int64)
+
+    def statistics(self) -> dict:
+        """Mesh statistics in the rows of the paper's Table 3."""
+        sub_per_el = np.diff(self.element_offsets)
+        faces_per_el = np.bincount(
+            self.face_elements[self.face_elements >= 0].ravel(), minlength=self.n_elements
+        )
+
+        def mmm(a: np.ndarray) -> dict:
+            return {"min": int(a.min()), "mean": float(a.mean()), "max": int(a.max())}
+
+        return {
+            "dimension": self.dim,
+            "elements": self.n_elements,
+            "sub_elements": self.n_simplices,
+            "interior_faces": self.n_interior_faces,
+            "interfaces": self.n_interfaces,
+            "boundary_faces": self.n_boundary_faces,
+            "sub_elements_per_element": mmm(sub_per_el),
+            "faces_per_element": mmm(faces_per_el),
+        }
+
+    def __repr__(self) -> str:
+        s = self.statistics()
+        return (
+            f"PolytopicMesh({self.dim}D, {s['elements']} elements, {s['sub_elements']} sub-simplices, "
+            f"{s['interior_faces']} interior faces on {s['interfaces']} interfaces, "
+            f"{s['boundary_faces']} boundary faces, source={self.source!r})"
+        )
+
+
+# ---------------------------------------------------------------------------
+# construction
+
+
+def _row_keys(rows: np.ndarray, n_points: int) -> np.ndarray:
+    """Dense int64 keys for rows of sorted vertex indices (equal rows, equal keys)."""
+    k = rows.shape[1]
+    bits = max(int(n_points - 1).bit_length(), 1)
+    if bits * k <= 63:
+        key = np.zeros(len(rows), dtype=np.int64)
+        for j in range(k):
+            key = (key << bits) | rows[:, j]
+        return key
+    _, inverse = np.unique(rows, axis=0, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64)
+
+
+def _orient_and_check(fine: SimplexMesh) -> tuple[np.ndarray, np.ndarray]:
+    """Positively orient the cells; raise on degenerate ones.  Returns (cells, |volumes|)."""
+    cells = fine.cells.copy()
+    vertices = fine.points[cells]
+    volume = signed_volumes(vertices)
+    scale = max_edge_lengths(vertices) ** fine.dim
+    degenerate = np.abs(volume) <= DEGENERATE_TOL * scale
+    if degenerate.any():
+        c = int(np.flatnonzero(degenerate)[0])
+        raise MeshError(
+            f"{fine.source}: cell {c} is degenerate (measure {volume[c]:.3e}, vertices "
+            f"{cells[c].tolist()} at {fine.points[cells[c]].tolist()}); "
+            f"{int(degenerate.sum())} degenerate cells in all"
+        )
+    inverted = volume < 0
+    cells[inverted, 0], cells[inverted, 1] = cells[inverted, 1], cells[inverted, 0].copy()
+    return cells, np.abs(volume)
+
+
+def _check_unmatched_interior(
+    fine: SimplexMesh, facets: np.ndarray, cells_of: np.ndarray, normals: np.ndarray, h: float
+) -> None:
+    """Raise if a boundary facet overlaps another boundary facet face to face.
+
+    Such a pair lies inside the domain: a hanging node or points that should
+    have been merged.  Candidates are found with a k-d tree on facet centroids.
+    """
+    if len(facets) < 2:
+        return
+    x = fine.points[facets]
+    centroid = x.mean(axis=1)
+    size = max_edge_lengths(x)
+    tree = cKDTree(centroid)
+    pairs = tree.query_pairs(r=float(size.max()), output_type="ndarray")
+    if len(pairs) == 0:
+        return
+    i, j = pairs[:, 0], pairs[:, 1]
+    opposite = np.einsum("ni,ni->n", normals[i], normals[j]) < -1 + 1e-8
+    i, j = i[opposite], j[opposite]
+    # both directions: is j's centroid on i's facet?
+    i, j = np.concatenate([i, j]), np.concatenate([j, i])
+    off_plane = np.abs(np.einsum("ni,ni->n", centroid[j] - x[i, 0], normals[i]))
+    close = off_plane <= 1e-8 * h
+    i, j = i[close], j[close]
+    if len(i) == 0:
+        return
+    d = fine.dim
+    if d == 2:
+        t = x[i, 1] - x[i, 0]
+        s = np.einsum("ni,ni->n", centroid[j] - x[i, 0], t) / np.einsum("ni,ni->n", t, t)
+        inside = (s > 1e-9) & (s < 1 - 1e-9)
+    else:
+        e1, e2 = x[i, 1] - x[i, 0], x[i, 2] - x[i, 0]
+        r = centroid[j] - x[i, 0]
+        g = np.stack([np.stack([np.einsum("ni,ni->n", e1, e1), np.einsum("ni,ni->n", e1, e2)], -1),
+                      np.stack([np.einsum("ni,ni->n", e2, e1), np.einsum("ni,ni->n", e2, e2)], -1)], -2)
+        rhs = np.stack([np.einsum("ni,ni->n", r, e1), np.einsum("ni,ni->n", r, e2)], -1)
+        lam = np.linalg.solve(g, rhs[..., None])[..., 0]
+        inside = (lam > 1e-9).all(axis=1) & (lam.sum(axis=1) < 1 - 1e-9)
+    if inside.any():
+        a, b = int(i[inside][0]), int(j[inside][0])
+        raise MeshError(
+            f"{fine.source}: unmatched facet inside the domain: facet {facets[b].tolist()} of cell "
+            f"{int(cells_of[b])} lies on facet {facets[a].tolist()} of cell {int(cells_of[a])} "
+            f"near {centroid[b].round(12).tolist()} without sharing its vertices "
+            "(hanging node, or near-duplicate points that were not merged)"
+        )
+
+
+@njit(parallel=True, cache=True)
+def _diameters(offsets, vertices, points):  # pragma: no cover - compiled
+    n = offsets.shape[0] - 1
+    d = points.shape[1]
+    out = np.zeros(n)
+    for e in prange(n):
+        best = 0.0
+        for a in range(offsets[e], offsets[e + 1]):
+            pa = vertices[a]
+            for b in range(a + 1, offsets[e + 1]):
+                pb = vertices[b]
+                s = 0.0
+                for k in range(d):
+                    t = points[pa, k] - points[pb, k]
+                    s += t * t
+                if s > best:
+                    best = s
+        out[e] = np.sqrt(best)
+    return out
+
+
+def build_polytopic_mesh(fine: SimplexMesh, cell_element: np.ndarray | None = None) -> PolytopicMesh:
+    """Build the :class:`PolytopicMesh` whose element e is the union of the
+    fine cells c with ``cell_element[c] == e``.
+
+    ``cell_element`` defaults to ``fine.cell_element`` and then to one element
+    per cell.  Element ids must be 0..n_elements-1, each used at least once.
+
+    >>> from polydg.mesh.generators import unit_square
+    >>> m = build_polytopic_mesh(unit_square(2))
+    >>> m.n_elements, m.n_interior_faces, m.n_boundary_faces, round(m.measure.sum(), 12)
+    (8, 8, 8, 1.0)
+    """
+    d = fine.dim
+    if cell_element is None:
+        cell_element = fine.cell_element
+    if cell_element is None:
+        cell_element = np.arange(fine.n_cells, dtype=np.int64)
+    cell_element = np.asarray(cell_element, dtype=np.int64)
+    if cell_element.shape != (fine.n_cells,):
+        raise MeshError(f"{fine.source}: need one element id per cell, got shape {cell_element.shape}")
+    if cell_element.min() < 0:
+        raise MeshError(f"{fine.source}: negative element id {int(cell_element.min())}")
+    n_el = int(cell_element.max()) + 1
+    count = np.bincount(cell_element, minlength=n_el)
+    if (count == 0).any():
+        e = int(np.flatnonzero(count == 0)[0])
+        raise MeshError(f"{fine.source}: element {e} is empty (no cell has that element id)")
+
+    cells, volume = _orient_and_check(fine)
+    order = np.argsort(cell_element, kind="stable")
+    simplices = cells[order]
+    simplex_element = cell_element[order]
+    simplex_volume = volume[order]
+    original_cell = order  # for messages
+    offsets = np.zeros(n_el + 1, dtype=np.int64)
+    np.cumsum(count, out=offsets[1:])
+    n_sub = len(simplices)
+    P = fine.points
+
+    # --- fine facets and their matching --------------------------------
+    local = facet_local_vertices(d)
+    facets = simplices[:, local].reshape(-1, d)  # facet k of simplex s at row s*(d+1)+k
+    owner = np.repeat(np.arange(n_sub, dtype=np.int64), d + 1)
+    opposite = simplices.reshape(-1)  # the vertex opposite facet k is local vertex k
+    sorted_rows = np.sort(facets, axis=1)
+    key = _row_keys(sorted_rows, len(P))
+    perm = np.argsort(key, kind="stable")
+    key_sorted = key[perm]
+    starts = np.flatnonzero(np.r_[True, key_sorted[1:] != key_sorted[:-1]])
+    multiplicity = np.diff(np.r_[starts, len(key_sorted)])
+    if (multiplicity > 2).any():
+        g = int(np.flatnonzero(multiplicity > 2)[0])
+        rows = perm[starts[g]: starts[g] + multiplicity[g]]
+        raise MeshError(
+            f"{fine.source}: facet {sorted_rows[rows[0]].tolist()} is shared by "
+            f"{int(multiplicity[g])} cells {original_cell[owner[rows]].tolist()} (at most 2 allowed)"
+        )
+    paired = multiplicity == 2
+    first = perm[starts[paired]]
+    second = perm[starts[paired] + 1]
+    single = perm[starts[~paired]]
+
+    n_raw, _ = facet_normals(P[facets[single]])
+    outward = np.einsum("ni,ni->n", n_raw, P[facets[single]].mean(axis=1) - P[opposite[single]]) > 0
+    n_raw[~outward] *= -1
+    h_mean = float((simplex_volume.sum() / n_sub) ** (1.0 / d))
+    _check_unmatched_interior(fine, sorted_rows[single], original_cell[owner[single]], n_raw, h_mean)
+
+    # --- interior faces: matched facets between different elements --------
+    ea, eb = simplex_element[owner[first]], simplex_element[owner[second]]
+    between = ea != eb
+    fa, fb = first[between], second[between]
+    ea, eb = ea[between], eb[between]
+    swap = ea > eb
+    f1 = np.where(swap, fb, fa)
+    f2 = np.where(swap, fa, fb)
+    e1 = np.minimum(ea, eb)
+    e2 = np.maximum(ea, eb)
+    pair_key = e1 * n_el + e2
+    iorder = np.argsort(pair_key, kind="stable")
+    f1, f2, e1, e2, pair_key = f1[iorder], f2[iorder], e1[iorder], e2[iorder], pair_key[iorder]
+    n_int = len(f1)
+    if n_int:
+        istart = np.flatnonzero(np.r_[True, pair_key[1:] != pair_key[:-1]])
+    else:
+        istart = np.zeros(0, dtype=np.int64)
+    interface_elements = np.stack([e1[istart], e2[istart]], axis=1).astype(np.int64)
+    interface_offsets = np.r_[istart, n_int].astype(np.int64)
+
+    # --- boundary faces ---------------------------------------------------
+    b_el = simplex_element[owner[single]]
+    border = np.argsort(b_el, kind="stable")
+    fbnd = single[border]
+    b_tag = np.zeros(len(fbnd), dtype=np.int64)
+    if len(fine.boundary_facets):
+        tagged_key = _row_keys(np.sort(fine.boundary_facets, axis=1), len(P))
+        bkey = key[fbnd]
+        tag_order = np.argsort(tagged_key, kind="stable")
+        pos = np.searchsorted(tagged_key[tag_order], bkey)
+        pos = np.minimum(pos, len(tag_order) - 1)
+        hit = tagged_key[tag_order][pos] == bkey
+        b_tag[hit] = fine.boundary_tags[tag_order[pos[hit]]]
+
+    # --- assemble face arrays ---------------------------------------------
+    face_rows = np.concatenate([f1, fbnd])
+    face_vertices = sorted_rows[face_rows]
+    face_simplices = np.stack([owner[face_rows], np.r_[owner[f2], np.full(len(fbnd), -1, np.int64)]], 1)
+    face_elements = np.stack([np.r_[e1, b_el[border]], np.r_[e2, np.full(len(fbnd), -1, np.int64)]], 1)
+    xf = P[face_vertices]
+    normal, face_measure = facet_normals(xf)
+    towards = np.einsum("ni,ni->n", normal, xf.mean(axis=1) - P[opposite[face_rows]]) > 0
+    normal[~towards] *= -1
+    face_tag = np.r_[np.full(n_int, -1, np.int64), b_tag]
+
+    # --- element geometry ---------------------------------------------------
+    xs = P[simplices]
+    bbox_min = np.minimum.reduceat(xs.min(axis=1), offsets[:-1], axis=0)
+    bbox_max = np.maximum.reduceat(xs.max(axis=1), offsets[:-1], axis=0)
+    measure = np.bincount(simplex_element, weights=simplex_volume, minlength=n_el)
+    # the diameter is attained at vertices on the element boundary
+    fe = face_elements.ravel()
+    fv = np.repeat(face_vertices, 2, axis=0)
+    keep = fe >= 0
+    ev_key = np.unique(fe[keep][:, None] * len(P) + fv[keep])
+    ev_el, ev_v = ev_key // len(P), ev_key % len(P)
+    ev_off = np.zeros(n_el + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ev_el, minlength=n_el), out=ev_off[1:])
+    diameter = _diameters(ev_off, ev_v.astype(np.int64), P)
+
+    return PolytopicMesh(
+        points=P,
+        simplices=simplices,
+        element_offsets=offsets,
+        simplex_element=simplex_element,
+        simplex_volume=simplex_volume,
+        bbox_min=bbox_min,
+        bbox_max=bbox_max,
+        measure=measure,
+        diameter=diameter,
+        face_vertices=np.ascontiguousarray(face_vertices),
+        face_elements=np.ascontiguousarray(face_elements),
+        face_simplices=np.ascontiguousarray(face_simplices),
+        face_measure=face_measure,
+        face_normal=np.ascontiguousarray(normal),
+        face_tag=face_tag,
+        n_interior_faces=int(n_int),
+        interface_elements=interface_elements,
+        interface_offsets=interface_offsets,
+        source=fine.source,
+    )

@@ -1,0 +1,112 @@
+"""Fine simplicial meshes: triangles in 2D, tetrahedra in 3D.
+
+A :class:`SimplexMesh` is the input from which polytopic meshes are built,
+either by agglomeration (many fine cells per element) or directly (a polygon
+mesh whose polygons are triangulated, ``cell_element`` saying which polygon
+each triangle came from).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import MeshError
+
+
+@dataclass
+class SimplexMesh:
+    """A conforming simplicial mesh as plain arrays.
+
+    Attributes
+    ----------
+    points : (n_points, d) float64
+        Vertex coordinates, d = 2 or 3.
+    cells : (n_cells, d + 1) int64
+        Vertex indices of each simplex.
+    boundary_facets : (n_tagged, d) int64
+        Vertex indices of tagged boundary facets (e.g. Gmsh physical lines /
+        surfaces); may be empty.
+    boundary_tags : (n_tagged,) int64
+        Tag of each row of ``boundary_facets``.  Untagged boundary facets get
+        tag 0 when the polytopic mesh is built.
+    cell_element : (n_cells,) int64 or None
+        For polygon/polyhedron input: the element each simplex belongs to.
+        ``None`` for a plain simplicial mesh.
+    source : str
+        Where the mesh came from (file name or generator spec), used in
+        error messages.
+    """
+
+    points: np.ndarray
+    cells: np.ndarray
+    boundary_facets: np.ndarray = field(default=None)  # type: ignore[assignment]
+    boundary_tags: np.ndarray = field(default=None)  # type: ignore[assignment]
+    cell_element: np.ndarray | None = None
+    source: str = "<array>"
+
+    def __post_init__(self) -> None:
+        self.points = np.ascontiguousarray(self.points, dtype=np.float64)
+        if self.points.ndim != 2 or self.points.shape[1] not in (2, 3):
+            raise MeshError(
+                f"{self.source}: points must have shape (n, 2) or (n, 3), "
+                f"got {self.points.shape}"
+            )
+        d = self.points.shape[1]
+        self.cells = np.ascontiguousarray(self.cells, dtype=np.int64)
+        if self.cells.ndim != 2 or self.cells.shape[1] != d + 1:
+            raise MeshError(
+                f"{self.source}: a {d}D simplicial mesh needs cells with {d + 1} "
+                f"vertices, got array of shape {self.cells.shape}"
+            )
+        if self.boundary_facets is None:
+            self.boundary_facets = np.zeros((0, d), dtype=np.int64)
+        if self.boundary_tags is None:
+            self.boundary_tags = np.zeros(len(self.boundary_facets), dtype=np.int64)
+        self.boundary_facets = np.ascontiguousarray(self.boundary_facets, dtype=np.int64).reshape(-1, d)
+        self.boundary_tags = np.ascontiguousarray(self.boundary_tags, dtype=np.int64).reshape(-1)
+        if self.cell_element is not None:
+            self.cell_element = np.ascontiguousarray(self.cell_element, dtype=np.int64)
+        self.check()
+
+    @property
+    def dim(self) -> int:
+        return int(self.points.shape[1])
+
+    @property
+    def n_cells(self) -> int:
+        return int(self.cells.shape[0])
+
+    def check(self) -> None:
+        """Raise :class:`MeshError` on NaN/inf coordinates or bad indices."""
+        bad = ~np.isfinite(self.points).all(axis=1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise MeshError(
+                f"{self.source}: point {i} has a non-finite coordinate "
+                f"{self.points[i].tolist()} ({int(bad.sum())} such points)"
+            )
+        if self.n_cells == 0:
+            raise MeshError(f"{self.source}: the mesh has no cells")
+        n = len(self.points)
+        out = (self.cells < 0) | (self.cells >= n)
+        if out.any():
+            c = int(np.flatnonzero(out.any(axis=1))[0])
+            raise MeshError(
+                f"{self.source}: cell {c} refers to a point index out of range "
+                f"{self.cells[c].tolist()} (the mesh has {n} points)"
+            )
+        rep = np.sort(self.cells, axis=1)
+        dup = (rep[:, 1:] == rep[:, :-1]).any(axis=1)
+        if dup.any():
+            c = int(np.flatnonzero(dup)[0])
+            raise MeshError(
+                f"{self.source}: cell {c} repeats a vertex {self.cells[c].tolist()} "
+                "(degenerate simplex)"
+            )
+        if self.cell_element is not None and len(self.cell_element) != self.n_cells:
+            raise MeshError(
+                f"{self.source}: cell_element has {len(self.cell_element)} entries "
+                f"for {self.n_cells} cells"
+            )
