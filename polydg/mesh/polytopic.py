@@ -119,6 +119,10 @@ class PolytopicMesh:
         np.cumsum(counts, out=offsets[1:])
         return offsets, cols[order].astype(np.int64)
 
+    def element_boundary_vertices(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR (offsets, vertex ids) of the vertices on each element's boundary."""
+        return boundary_vertices(self.face_vertices, self.face_elements, self.n_elements, len(self.points))
+
     def statistics(self) -> dict:
         """Mesh statistics in the rows of the paper's Table 3."""
         sub_per_el = np.diff(self.element_offsets)
@@ -256,6 +260,20 @@ def _diameters(offsets, vertices, points):  # pragma: no cover - compiled
     return out
 
 
+def boundary_vertices(
+    face_vertices: np.ndarray, face_elements: np.ndarray, n_elements: int, n_points: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (offsets, vertex ids) of the vertices on each element's boundary, sorted."""
+    fe = face_elements.ravel()
+    fv = np.repeat(face_vertices, 2, axis=0)
+    keep = fe >= 0
+    key = np.unique(fe[keep][:, None] * n_points + fv[keep])
+    element, vertex = key // n_points, key % n_points
+    offsets = np.zeros(n_elements + 1, dtype=np.int64)
+    np.cumsum(np.bincount(element, minlength=n_elements), out=offsets[1:])
+    return offsets, vertex.astype(np.int64)
+
+
 def build_polytopic_mesh(fine: SimplexMesh, cell_element: np.ndarray | None = None) -> PolytopicMesh:
     """Build the :class:`PolytopicMesh` whose element e is the union of the
     fine cells c with ``cell_element[c] == e``.
@@ -376,14 +394,8 @@ def build_polytopic_mesh(fine: SimplexMesh, cell_element: np.ndarray | None = No
     bbox_max = np.maximum.reduceat(xs.max(axis=1), offsets[:-1], axis=0)
     measure = np.bincount(simplex_element, weights=simplex_volume, minlength=n_el)
     # the diameter is attained at vertices on the element boundary
-    fe = face_elements.ravel()
-    fv = np.repeat(face_vertices, 2, axis=0)
-    keep = fe >= 0
-    ev_key = np.unique(fe[keep][:, None] * len(P) + fv[keep])
-    ev_el, ev_v = ev_key // len(P), ev_key % len(P)
-    ev_off = np.zeros(n_el + 1, dtype=np.int64)
-    np.cumsum(np.bincount(ev_el, minlength=n_el), out=ev_off[1:])
-    diameter = _diameters(ev_off, ev_v.astype(np.int64), P)
+    ev_off, ev_v = boundary_vertices(face_vertices, face_elements, n_el, len(P))
+    diameter = _diameters(ev_off, ev_v, P)
 
     return PolytopicMesh(
         points=P,

@@ -1,0 +1,153 @@
+"""Assembly benchmark in the paper's rows (Tables 1, 2, 4), with the machine's limits.
+
+Cases (``--case``):
+
+* ``3d``: paper-3d on the unit cube, about one million dofs per degree:
+  p = 1: cube:55 (998,250 tets) into 250,000 elements; p = 2: cube:55 into
+  100,000; p = 3: cube:40 (384,000 tets) into 50,000.
+* ``2d``: paper-2d on the oscillating square, 504,008 triangles
+  (oscillating-square:502, the closest structured size to the paper's
+  503,596) agglomerated into 8,337 elements, p = 1, 2, 3.
+
+For each, Approach 2 (default), and with ``--baseline`` the atomic variant
+and Approach 1, are timed (median of ``--repeat`` runs, JIT excluded).  The
+DGEMM rate of this machine is measured first and the volume kernel's
+FLOP rate is reported against it.
+
+Run:  python launch/bench_assembly.py --case all --baseline --json bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import numpy as np
+
+from polydg.assembly import assemble
+from polydg.basis import n_basis
+from polydg.mesh import from_spec
+from polydg.partition import agglomerate
+from polydg.problem import builtin_problem
+from polydg.space import DGSpace
+
+CASES = {
+    "3d": [("cube:55", 250_000, 1), ("cube:55", 100_000, 2), ("cube:40", 50_000, 3)],
+    "2d": [("oscillating-square:502", 8_337, 1), ("oscillating-square:502", 8_337, 2),
+           ("oscillating-square:502", 8_337, 3)],
+}
+ROWS = ("element_kernel", "interior_kernel", "boundary_kernel", "inflow_kernel", "total_kernels", "indices",
+        "total_assembly")
+
+
+def dgemm_rate(n: int = 2048, repeat: int = 3) -> float:
+    """Measured float64 matrix-product rate of this machine in GFLOP/s."""
+    a = np.random.default_rng(0).random((n, n))
+    b = np.random.default_rng(1).random((n, n))
+    a @ b
+    best = min(_timed(lambda: a @ b) for _ in range(repeat))
+    return 2 * n**3 / best / 1e9
+
+
+def _timed(f) -> float:
+    t = time.perf_counter()
+    f()
+    return time.perf_counter() - t
+
+
+def volume_flops(space: DGSpace, q_points_per_simplex: np.ndarray) -> float:
+    """Floating-point operations of the volume contraction: 2 nb^2 (d + 1) per point."""
+    d = space.dim
+    nb = space.element_dofs[space.mesh.simplex_element]
+    return float(np.sum(2.0 * nb**2 * (d + 1) * q_points_per_simplex))
+
+
+def run_case(spec, n_el, p, approaches, repeat, problem_name, cache):
+    key = (spec, n_el)
+    if key not in cache:
+        t = time.perf_counter()
+        fine = from_spec(spec)
+        mesh = agglomerate(fine, n_el)
+        cache.clear()
+        cache[key] = (mesh, time.perf_counter() - t)
+    mesh, t_mesh = cache[key]
+    d = mesh.dim
+    space = DGSpace(mesh, p)
+    problem = builtin_problem(problem_name, d)
+    out = {"mesh": spec, "elements": mesh.n_elements, "sub_elements": mesh.n_simplices,
+           "interior_faces": mesh.n_interior_faces, "interfaces": mesh.n_interfaces, "p": p,
+           "dofs": space.n_dofs, "mesh_seconds": t_mesh, "approaches": {}}
+    from polydg.assembly.points import point_counts
+    from polydg.quadrature import default_degree
+
+    nq = point_counts(d, default_degree(np.full(mesh.n_simplices, p), 0))
+    out["volume_flops"] = volume_flops(space, nq)
+    for approach in approaches:
+        runs = []
+        for _ in range(repeat):
+            r = assemble(space, problem, approach=approach)
+            runs.append(r.info["timings"])
+            out["nnz"] = r.info["nnz"]
+            del r
+        med = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
+        out["approaches"][approach] = med
+    return out
+
+
+def print_table(res: dict, rate: float) -> None:
+    dofs = res["dofs"]
+    print(f"\n{res['mesh']} -> {res['elements']} elements, {res['sub_elements']} sub-simplices, "
+          f"p = {res['p']}, {dofs} dofs, nnz {res['nnz']}")
+    approaches = list(res["approaches"])
+    head = "".join(f"{'A' + a + ' s':>12}{'s/Mdof':>10}" for a in approaches)
+    print(f"{'':18}{head}")
+    for row in ROWS:
+        line = "".join(f"{res['approaches'][a][row]:12.4f}{res['approaches'][a][row] / dofs * 1e6:10.4f}"
+                       for a in approaches)
+        print(f"{row:18}{line}")
+    t2 = res["approaches"]["2"]
+    gf = res["volume_flops"] / max(t2["element_kernel"], 1e-12) / 1e9
+    print(f"{'jit (apart)':18}{t2['jit']:12.4f}")
+    print(f"volume kernel: {gf:.1f} GFLOP/s = {100 * gf / rate:.0f}% of DGEMM ({rate:.1f} GFLOP/s); "
+          f"indices = {100 * t2['indices'] / t2['total_assembly']:.1f}% of total")
+    if "1" in res["approaches"]:
+        print(f"Approach 1 / Approach 2 total: {res['approaches']['1']['total_assembly'] / t2['total_assembly']:.1f}x")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--case", choices=["3d", "2d", "all"], default="all")
+    ap.add_argument("--degrees", type=int, nargs="*", default=[1, 2, 3])
+    ap.add_argument("--baseline", action="store_true", help="also time the atomic variant and Approach 1")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--scale", type=float, default=1.0, help="shrink the element counts (quick runs)")
+    ap.add_argument("--json", help="write all figures to this file")
+    args = ap.parse_args()
+    rate = dgemm_rate()
+    print(f"machine: {os.cpu_count()} cores, DGEMM {rate:.1f} GFLOP/s (float64, n = 2048)")
+    approaches = ["2", "atomic", "1"] if args.baseline else ["2"]
+    results = []
+    cases = ["3d", "2d"] if args.case == "all" else [args.case]
+    for case in cases:
+        cache: dict = {}
+        problem = "paper-3d" if case == "3d" else "paper-2d"
+        for spec, n_el, p in CASES[case]:
+            if p not in args.degrees:
+                continue
+            if args.scale != 1.0:
+                name, n = spec.split(":")
+                spec = f"{name}:{max(2, int(int(n) * args.scale ** (1 / (3 if case == '3d' else 2))))}"
+                n_el = max(2, int(n_el * args.scale))
+            res = run_case(spec, n_el, p, approaches, args.repeat, problem, cache)
+            print_table(res, rate)
+            results.append(res)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"dgemm_gflops": rate, "results": results}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

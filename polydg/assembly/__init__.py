@@ -1,0 +1,5 @@
+"""Assembly of the IP-dG matrix and load vector (DESIGN.md section 5)."""
+
+from .assembler import AssemblyResult, assemble
+
+__all__ = ["assemble", "AssemblyResult"]

@@ -1,0 +1,121 @@
+"""The IP-dG bilinear form and load, one quadrature point at a time.
+
+These are the paper's eqs. (2.4) and (2.5) written pointwise: each function
+adds ``w * (integrand)`` for all test functions i and trial functions j at one
+quadrature point into a local block.  They hold only scalar arithmetic and
+array indexing, so Numba compiles them for the CPU loops in ``kernels.py``
+and numba-cuda can compile the same source as GPU device functions.
+
+Notation (rows i = test functions v, columns j = trial functions w):
+
+* ``phi[i]``, ``grad[i, :]``: basis values and gradients at the point;
+* ``A`` (d, d), ``b`` (d,), ``c``: the coefficients at the point;
+* ``n``: the unit normal pointing OUT of the element whose rows are assembled;
+* ``sigma``: the discontinuity penalty of the face.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+
+@njit(cache=True, inline="always")
+def volume_point(w, phi, grad, nb, A, b, c, block, ag, bg):  # pragma: no cover - compiled
+    """block[i, j] += w (A grad phi_j . grad phi_i + (b . grad phi_j + c phi_j) phi_i).
+
+    ``ag`` (nb, d) and ``bg`` (nb,) are scratch: the trial side is contracted
+    with the coefficients first, so the (i, j) loop costs d + 1 products.
+    """
+    d = grad.shape[1]
+    for j in range(nb):
+        s = c * phi[j]
+        for k in range(d):
+            t = A[k, 0] * grad[j, 0]
+            for m in range(1, d):
+                t += A[k, m] * grad[j, m]
+            ag[j, k] = w * t
+            s += b[k] * grad[j, k]
+        bg[j] = w * s
+    for i in range(nb):
+        for j in range(nb):
+            t = phi[i] * bg[j]
+            for k in range(d):
+                t += grad[i, k] * ag[j, k]
+            block[i, j] += t
+
+
+@njit(cache=True, inline="always")
+def load_point(w, phi, nb, f, vec):  # pragma: no cover - compiled
+    """vec[i] += w f phi_i  (the source term of eq. 2.5)."""
+    for i in range(nb):
+        vec[i] += w * f * phi[i]
+
+
+@njit(cache=True, inline="always")
+def normal_flux(grad, nb, An, out):  # pragma: no cover - compiled
+    """out[j] = (A grad phi_j) . n = grad phi_j . (A n), A symmetric."""
+    d = grad.shape[1]
+    for j in range(nb):
+        t = grad[j, 0] * An[0]
+        for k in range(1, d):
+            t += grad[j, k] * An[k]
+        out[j] = t
+
+
+@njit(cache=True, inline="always")
+def interior_face_point(w, phiK, fluxK, nbK, phiN, fluxN, nbN, bn, sigma, bKK, bKN):  # pragma: no cover
+    """The rows of element K at one point of a face shared with N.
+
+    With n the normal out of K, [[w]] = (w_K - w_N) n and
+    {A grad w} = (A grad w_K + A grad w_N) / 2, the SIP terms of (2.4) for a
+    test function v_K are
+
+        -1/2 (A grad w_K.n) v_K - 1/2 (A grad v_K.n) w_K + sigma w_K v_K    (block KK)
+        -1/2 (A grad w_N.n) v_K + 1/2 (A grad v_K.n) w_N - sigma w_N v_K    (block KN)
+
+    and where b.n < 0 (inflow into K) the upwind term -(b.n)(w_K - w_N) v_K.
+    ``fluxK``/``fluxN`` hold (A grad phi).n on each side.
+    """
+    up = -bn if bn < 0 else 0.0 * bn
+    for i in range(nbK):
+        vi = w * phiK[i]
+        gi = 0.5 * w * fluxK[i]
+        for j in range(nbK):
+            bKK[i, j] += (sigma + up) * phiK[j] * vi - 0.5 * fluxK[j] * vi - gi * phiK[j]
+        for j in range(nbN):
+            bKN[i, j] += -(sigma + up) * phiN[j] * vi - 0.5 * fluxN[j] * vi + gi * phiN[j]
+
+
+@njit(cache=True, inline="always")
+def dirichlet_point(w, phi, flux, nb, sigma, gD, block, vec):  # pragma: no cover - compiled
+    """Nitsche/SIP terms on the diffusive Dirichlet boundary (n outward):
+
+    block: -(A grad w.n) v - (A grad v.n) w + sigma w v;
+    load:  -gD (A grad v.n) + sigma gD v.
+    """
+    for i in range(nb):
+        vi = w * phi[i]
+        gi = w * flux[i]
+        for j in range(nb):
+            block[i, j] += sigma * phi[j] * vi - flux[j] * vi - gi * phi[j]
+        vec[i] += gD * (sigma * vi - gi)
+
+
+@njit(cache=True, inline="always")
+def inflow_point(w, phi, nb, bn, gD, block, vec):  # pragma: no cover - compiled
+    """Upwind terms on the inflow boundary (b.n < 0, n outward):
+
+    block: -(b.n) w v;  load: -(b.n) gD v.
+    """
+    for i in range(nb):
+        vi = -bn * w * phi[i]
+        for j in range(nb):
+            block[i, j] += phi[j] * vi
+        vec[i] += gD * vi
+
+
+@njit(cache=True, inline="always")
+def neumann_point(w, phi, nb, gN, vec):  # pragma: no cover - compiled
+    """vec[i] += w gN v_i on the Neumann boundary."""
+    for i in range(nb):
+        vec[i] += w * gN * phi[i]

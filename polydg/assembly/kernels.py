@@ -1,0 +1,400 @@
+"""Compiled block kernels (Numba) for volume, interior-face and boundary terms.
+
+Two families share the same per-entity accumulators:
+
+* row kernels (Approach 2, the default): one parallel iteration per element
+  assembles that element's rows — its diagonal block summed over its
+  sub-simplices and faces in a fixed order, and one off-diagonal block per
+  neighbour — and writes each value once at its final CSR position.  No two
+  iterations touch the same entry, so there are no races and no atomics, and
+  the result is bitwise the same for any chunking and thread count.
+* entity kernels (``atomic`` and Approach 1): one parallel iteration per
+  sub-simplex or face writes its blocks to a buffer; the buffer is then
+  scatter-added into the CSR data (the paper's atomic variant) or turned into
+  COO triplets with duplicates (Approach 1).
+
+Coefficient arrays have either one row per quadrature point or a single row
+(constant coefficient, never expanded); ``_row(r, a)`` picks the right one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from ..basis import eval_basis_point
+from .forms import dirichlet_point, inflow_point, interior_face_point, load_point, neumann_point, normal_flux, volume_point
+
+DIFFUSIVE, INFLOW = 0, 1
+
+
+@njit(cache=True, inline="always")
+def _row(r, a):  # pragma: no cover - compiled
+    return r if a.shape[0] > 1 else 0
+
+
+@njit(cache=True, inline="always")
+def _dot_normal(A, n, An):  # pragma: no cover - compiled
+    """An = A n; returns n . A n."""
+    d = n.shape[0]
+    s = 0.0 * n[0]
+    for k in range(d):
+        t = A[k, 0] * n[0]
+        for m in range(1, d):
+            t += A[k, m] * n[m]
+        An[k] = t
+        s += t * n[k]
+    return s
+
+
+# --------------------------------------------------------------------------
+# accumulators: one entity, into local blocks
+
+
+@njit(cache=True)
+def simplex_accumulate(e, r0, r1, X, W, A, B, C, F, lo, hi, p, table, nb, want_load,
+                       leg, dleg, phi, grad, ag, bg, block, vec):  # pragma: no cover - compiled
+    """Add the volume terms of the points r0:r1 (one sub-simplex of element e)."""
+    for r in range(r0, r1):
+        eval_basis_point(X[r], lo[e], hi[e], p, table, nb, leg, dleg, phi, grad)
+        volume_point(W[r], phi, grad, nb, A[_row(r, A)], B[_row(r, B)], C[_row(r, C)], block, ag, bg)
+        if want_load:
+            load_point(W[r], phi, nb, F[_row(r, F)], vec)
+
+
+@njit(cache=True)
+def interior_face_accumulate(e, c, sign, f, r0, r1, X, W, A, B, normal, sigma, lo, hi, degree, nbasis, table,
+                             n, An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN, bKK, bKN):  # pragma: no cover
+    """Add the rows of element e at the points r0:r1 of face f shared with element c.
+
+    ``sign`` is +1 when the stored face normal points from e to c, else -1.
+    """
+    d = X.shape[1]
+    for k in range(d):
+        n[k] = sign * normal[f, k]
+    pK, pN = degree[e], degree[c]
+    nbK, nbN = nbasis[e], nbasis[c]
+    s = sigma[f]
+    for r in range(r0, r1):
+        eval_basis_point(X[r], lo[e], hi[e], pK, table, nbK, leg, dleg, phiK, gradK)
+        eval_basis_point(X[r], lo[c], hi[c], pN, table, nbN, leg, dleg, phiN, gradN)
+        _dot_normal(A[_row(r, A)], n, An)
+        normal_flux(gradK, nbK, An, fluxK)
+        normal_flux(gradN, nbN, An, fluxN)
+        b = B[_row(r, B)]
+        bn = b[0] * n[0]
+        for k in range(1, d):
+            bn += b[k] * n[k]
+        interior_face_point(W[r], phiK, fluxK, nbK, phiN, fluxN, nbN, bn, s, bKK, bKN)
+
+
+@njit(cache=True)
+def boundary_face_accumulate(mode, e, f, r0, r1, X, W, A, B, GD, GN, NEU, normal, sigma, lo, hi, p, table, nb,
+                             An, leg, dleg, phi, grad, flux, block, vec):  # pragma: no cover - compiled
+    """Add the boundary terms of face f (points r0:r1) to element e's rows.
+
+    mode DIFFUSIVE: where n.A n > 0, Dirichlet SIP terms or the Neumann load;
+    mode INFLOW: where b.n < 0 off the Neumann part, the upwind terms.
+    """
+    d = X.shape[1]
+    n = normal[f]
+    for r in range(r0, r1):
+        ana = _dot_normal(A[_row(r, A)], n, An)
+        neumann = NEU[_row(r, NEU)] != 0
+        if mode == DIFFUSIVE:
+            if not ana > 0:
+                continue
+            eval_basis_point(X[r], lo[e], hi[e], p, table, nb, leg, dleg, phi, grad)
+            if neumann:
+                neumann_point(W[r], phi, nb, GN[_row(r, GN)], vec)
+            else:
+                normal_flux(grad, nb, An, flux)
+                dirichlet_point(W[r], phi, flux, nb, sigma[f], GD[_row(r, GD)], block, vec)
+        else:
+            b = B[_row(r, B)]
+            bn = b[0] * n[0]
+            for k in range(1, d):
+                bn += b[k] * n[k]
+            if bn < 0 and not (ana > 0 and neumann):
+                eval_basis_point(X[r], lo[e], hi[e], p, table, nb, leg, dleg, phi, grad)
+                inflow_point(W[r], phi, nb, bn, GD[_row(r, GD)], block, vec)
+
+
+# --------------------------------------------------------------------------
+# writing a local block at its CSR position
+
+
+@njit(cache=True, inline="always")
+def _add_block(data, base, width, start, block, nr, nc):  # pragma: no cover - compiled
+    for i in range(nr):
+        pos = base + i * width + start
+        for j in range(nc):
+            data[pos + j] += block[i, j]
+
+
+@njit(cache=True, inline="always")
+def _add_vec(rhs, first, vec, n):  # pragma: no cover - compiled
+    for i in range(n):
+        rhs[first + i] += vec[i]
+
+
+# --------------------------------------------------------------------------
+# row kernels (Approach 2)
+
+
+@njit(parallel=True, cache=True)
+def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table,
+                 row_base, row_width, block_start, diag_entry, dof_offsets, first_row, want_load,
+                 data, rhs):  # pragma: no cover - compiled
+    """Volume terms of the elements e_lo:e_hi, summed over their sub-simplices in order."""
+    d = X.shape[1]
+    nbmax = table.shape[0]
+    pmax = 0
+    for k in range(d):
+        pmax = max(pmax, table[nbmax - 1, k])
+    for e in prange(e_lo, e_hi):
+        nb = nbasis[e]
+        block = np.zeros((nb, nb), data.dtype)
+        vec = np.zeros(nb, data.dtype)
+        leg = np.empty((d, pmax + 1), data.dtype)
+        dleg = np.empty((d, pmax + 1), data.dtype)
+        phi = np.empty(nb, data.dtype)
+        grad = np.empty((nb, d), data.dtype)
+        ag = np.empty((nb, d), data.dtype)
+        bg = np.empty(nb, data.dtype)
+        for s in range(element_offsets[e], element_offsets[e + 1]):
+            sl = s - s_lo
+            simplex_accumulate(e, pts[sl], pts[sl + 1], X, W, A, B, C, F, lo, hi, degree[e], table, nb,
+                               want_load, leg, dleg, phi, grad, ag, bg, block, vec)
+        _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
+        _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
+
+
+@njit(parallel=True, cache=True)
+def interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_offsets, face_local, pts,
+                  X, W, A, B, normal, sigma, lo, hi, degree, nbasis, table,
+                  row_base, row_width, block_start, diag_entry, data):  # pragma: no cover - compiled
+    """Interior-face terms of the rows of elements e_lo:e_hi.
+
+    Element e visits its interfaces in column order and each interface's
+    faces in order; block (e, c) is complete after its interface and is
+    written once, the diagonal contributions are added after all interfaces.
+    """
+    d = X.shape[1]
+    nbmax = table.shape[0]
+    pmax = 0
+    for k in range(d):
+        pmax = max(pmax, table[nbmax - 1, k])
+    for e in prange(e_lo, e_hi):
+        nbK = nbasis[e]
+        bKK = np.zeros((nbK, nbK), data.dtype)
+        bKN = np.empty((nbK, nbmax), data.dtype)
+        n = np.empty(d, data.dtype)
+        An = np.empty(d, data.dtype)
+        leg = np.empty((d, pmax + 1), data.dtype)
+        dleg = np.empty((d, pmax + 1), data.dtype)
+        phiK = np.empty(nbK, data.dtype)
+        gradK = np.empty((nbK, d), data.dtype)
+        fluxK = np.empty(nbK, data.dtype)
+        phiN = np.empty(nbmax, data.dtype)
+        gradN = np.empty((nbmax, d), data.dtype)
+        fluxN = np.empty(nbmax, data.dtype)
+        for k in range(adj_offsets[e], adj_offsets[e + 1]):
+            t = adj_interface[k]
+            if t < 0:
+                continue
+            c = adj_col[k]
+            sign = 1.0 if e < c else -1.0
+            nbN = nbasis[c]
+            bKN[:, :] = 0.0
+            for f in range(interface_offsets[t], interface_offsets[t + 1]):
+                fl = face_local[f]
+                interior_face_accumulate(e, c, sign, f, pts[fl], pts[fl + 1], X, W, A, B, normal, sigma, lo, hi,
+                                         degree, nbasis, table, n, An, leg, dleg, phiK, gradK, fluxK,
+                                         phiN, gradN, fluxN, bKK, bKN)
+            _add_block(data, row_base[e], row_width[e], block_start[k], bKN, nbK, nbN)
+        _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], bKK, nbK, nbK)
+
+
+@njit(parallel=True, cache=True)
+def boundary_rows(mode, e_lo, e_hi, boundary_offsets, face_local, pts, X, W, A, B, GD, GN, NEU, normal, sigma,
+                  lo, hi, degree, nbasis, table, row_base, row_width, block_start, diag_entry, dof_offsets,
+                  first_row, data, rhs):  # pragma: no cover - compiled
+    """Boundary-face terms (``mode`` DIFFUSIVE or INFLOW) of the rows of elements e_lo:e_hi."""
+    d = X.shape[1]
+    nbmax = table.shape[0]
+    pmax = 0
+    for k in range(d):
+        pmax = max(pmax, table[nbmax - 1, k])
+    for e in prange(e_lo, e_hi):
+        f0, f1 = boundary_offsets[e], boundary_offsets[e + 1]
+        if f0 == f1:
+            continue
+        nb = nbasis[e]
+        block = np.zeros((nb, nb), data.dtype)
+        vec = np.zeros(nb, data.dtype)
+        An = np.empty(d, data.dtype)
+        leg = np.empty((d, pmax + 1), data.dtype)
+        dleg = np.empty((d, pmax + 1), data.dtype)
+        phi = np.empty(nb, data.dtype)
+        grad = np.empty((nb, d), data.dtype)
+        flux = np.empty(nb, data.dtype)
+        for f in range(f0, f1):
+            fl = face_local[f]
+            boundary_face_accumulate(mode, e, f, pts[fl], pts[fl + 1], X, W, A, B, GD, GN, NEU, normal, sigma,
+                                     lo, hi, degree[e], table, nb, An, leg, dleg, phi, grad, flux, block, vec)
+        _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
+        _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
+
+
+# --------------------------------------------------------------------------
+# entity kernels (atomic variant and Approach 1)
+
+
+@njit(parallel=True, cache=True)
+def simplex_blocks(s_lo, s_hi, simplex_element, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table,
+                   want_load, vals, vals_offsets, loads, load_offsets):  # pragma: no cover - compiled
+    """The volume block of every sub-simplex s_lo:s_hi, each into its own buffer slot."""
+    d = X.shape[1]
+    nbmax = table.shape[0]
+    pmax = 0
+    for k in range(d):
+        pmax = max(pmax, table[nbmax - 1, k])
+    for s in prange(s_lo, s_hi):
+        e = simplex_element[s]
+        nb = nbasis[e]
+        sl = s - s_lo
+        block = np.zeros((nb, nb), vals.dtype)
+        vec = np.zeros(nb, vals.dtype)
+        leg = np.empty((d, pmax + 1), vals.dtype)
+        dleg = np.empty((d, pmax + 1), vals.dtype)
+        phi = np.empty(nb, vals.dtype)
+        grad = np.empty((nb, d), vals.dtype)
+        ag = np.empty((nb, d), vals.dtype)
+        bg = np.empty(nb, vals.dtype)
+        simplex_accumulate(e, pts[sl], pts[sl + 1], X, W, A, B, C, F, lo, hi, degree[e], table, nb,
+                           want_load, leg, dleg, phi, grad, ag, bg, block, vec)
+        v0 = vals_offsets[sl]
+        for i in range(nb):
+            for j in range(nb):
+                vals[v0 + i * nb + j] = block[i, j]
+            loads[load_offsets[sl] + i] = vec[i]
+
+
+@njit(parallel=True, cache=True)
+def interior_face_blocks(faces, face_elements, face_local, pts, X, W, A, B, normal, sigma, lo, hi, degree,
+                         nbasis, table, vals, vals_offsets):  # pragma: no cover - compiled
+    """The four blocks (K1K1, K1K2, K2K2, K2K1) of every listed interior face.
+
+    Slot layout of face t: [K1K1 (n1 x n1), K1K2 (n1 x n2), K2K2 (n2 x n2), K2K1 (n2 x n1)].
+    """
+    d = X.shape[1]
+    nbmax = table.shape[0]
+    pmax = 0
+    for k in range(d):
+        pmax = max(pmax, table[nbmax - 1, k])
+    for t in prange(faces.shape[0]):
+        f = faces[t]
+        fl = face_local[f]
+        n = np.empty(d, vals.dtype)
+        An = np.empty(d, vals.dtype)
+        leg = np.empty((d, pmax + 1), vals.dtype)
+        dleg = np.empty((d, pmax + 1), vals.dtype)
+        phiK = np.empty(nbmax, vals.dtype)
+        gradK = np.empty((nbmax, d), vals.dtype)
+        fluxK = np.empty(nbmax, vals.dtype)
+        phiN = np.empty(nbmax, vals.dtype)
+        gradN = np.empty((nbmax, d), vals.dtype)
+        fluxN = np.empty(nbmax, vals.dtype)
+        pos = vals_offsets[t]
+        for side in range(2):
+            e = face_elements[f, side]
+            c = face_elements[f, 1 - side]
+            sign = 1.0 if side == 0 else -1.0
+            nbK, nbN = nbasis[e], nbasis[c]
+            bKK = np.zeros((nbK, nbK), vals.dtype)
+            bKN = np.zeros((nbK, nbN), vals.dtype)
+            interior_face_accumulate(e, c, sign, f, pts[fl], pts[fl + 1], X, W, A, B, normal, sigma, lo, hi,
+                                     degree, nbasis, table, n, An, leg, dleg, phiK, gradK, fluxK,
+                                     phiN, gradN, fluxN, bKK, bKN)
+            for i in range(nbK):
+                for j in range(nbK):
+                    vals[pos] = bKK[i, j]
+                    pos += 1
+            for i in range(nbK):
+                for j in range(nbN):
+                    vals[pos] = bKN[i, j]
+                    pos += 1
+
+
+@njit(parallel=True, cache=True)
+def boundary_face_blocks(mode, faces, face_elements, face_local, pts, X, W, A, B, GD, GN, NEU, normal, sigma,
+                         lo, hi, degree, nbasis, table, vals, vals_offsets, loads, load_offsets):  # pragma: no cover
+    """The block and load of every listed boundary face (``mode`` DIFFUSIVE or INFLOW)."""
+    d = X.shape[1]
+    nbmax = table.shape[0]
+    pmax = 0
+    for k in range(d):
+        pmax = max(pmax, table[nbmax - 1, k])
+    for t in prange(faces.shape[0]):
+        f = faces[t]
+        fl = face_local[f]
+        e = face_elements[f, 0]
+        nb = nbasis[e]
+        block = np.zeros((nb, nb), vals.dtype)
+        vec = np.zeros(nb, vals.dtype)
+        An = np.empty(d, vals.dtype)
+        leg = np.empty((d, pmax + 1), vals.dtype)
+        dleg = np.empty((d, pmax + 1), vals.dtype)
+        phi = np.empty(nb, vals.dtype)
+        grad = np.empty((nb, d), vals.dtype)
+        flux = np.empty(nb, vals.dtype)
+        boundary_face_accumulate(mode, e, f, pts[fl], pts[fl + 1], X, W, A, B, GD, GN, NEU, normal, sigma,
+                                 lo, hi, degree[e], table, nb, An, leg, dleg, phi, grad, flux, block, vec)
+        v0 = vals_offsets[t]
+        for i in range(nb):
+            for j in range(nb):
+                vals[v0 + i * nb + j] = block[i, j]
+            loads[load_offsets[t] + i] = vec[i]
+
+
+# --------------------------------------------------------------------------
+# scatter of entity blocks: block lists are (row element, adjacency entry, offset in vals)
+
+
+@njit(cache=True)
+def scatter_add_blocks(block_row, block_entry, block_vals, vals, adj_col, nbasis, row_base, row_width,
+                       block_start, data):  # pragma: no cover - compiled
+    """data[position of block entry] += vals, block by block in list order (the atomic variant)."""
+    for t in range(block_row.shape[0]):
+        e = block_row[t]
+        k = block_entry[t]
+        nr, nc = nbasis[e], nbasis[adj_col[k]]
+        base = row_base[e] + block_start[k]
+        w = row_width[e]
+        v = block_vals[t]
+        for i in range(nr):
+            for j in range(nc):
+                data[base + i * w + j] += vals[v + i * nc + j]
+
+
+@njit(cache=True)
+def coo_triplets(block_row, block_entry, block_vals, vals, adj_col, nbasis, dof_offsets, rows, cols):  # pragma: no cover
+    """Row and column indices of every buffered value (Approach 1's COO with duplicates)."""
+    for t in range(block_row.shape[0]):
+        e = block_row[t]
+        c = adj_col[block_entry[t]]
+        nr, nc = nbasis[e], nbasis[c]
+        v = block_vals[t]
+        for i in range(nr):
+            for j in range(nc):
+                rows[v + i * nc + j] = dof_offsets[e] + i
+                cols[v + i * nc + j] = dof_offsets[c] + j
+
+
+@njit(cache=True)
+def scatter_add_loads(load_row, load_vals, loads, dof_offsets, nbasis, first_row, rhs):  # pragma: no cover
+    for t in range(load_row.shape[0]):
+        e = load_row[t]
+        for i in range(nbasis[e]):
+            rhs[dof_offsets[e] - first_row + i] += loads[load_vals[t] + i]

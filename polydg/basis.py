@@ -1,0 +1,261 @@
+"""Bounding-box Legendre bases of total degree <= p (DESIGN.md section 4).
+
+On element K with bounding box [lo, hi] (in d = 1..4 dimensions) the basis is
+the set of tensor products of scaled Legendre polynomials
+
+    phi_alpha(x) = prod_k  s_{a_k}(h_k) L_{a_k}(xi_k),        |alpha| = sum_k a_k <= p,
+
+    xi_k = (2 x_k - lo_k - hi_k) / h_k,   h_k = hi_k - lo_k,
+    s_n(h) = sqrt((2 n + 1) / h),
+
+with L_n the Legendre polynomials on [-1, 1].  Because
+int_{-1}^{1} L_m L_n = 2 delta_mn / (2n + 1), the basis is orthonormal on the
+box: int_box phi_alpha phi_beta dx = delta_alpha,beta.  It is evaluated
+directly in physical coordinates (no reference map); gradients are
+
+    d phi_alpha / d x_k = s_{a_k} (2 / h_k) L'_{a_k}(xi_k) prod_{m != k} s_{a_m} L_{a_m}(xi_m).
+
+Ordering (hierarchical): multi-indices are sorted by total degree first, and
+within one total degree in *descending lexicographic* order, e.g. in 2D
+
+    (0,0) | (1,0) (0,1) | (2,0) (1,1) (0,2) | (3,0) (2,1) (1,2) (0,3) | ...
+
+and in 3D degree 1 is (1,0,0) (0,1,0) (0,0,1).  The degree-p list is a prefix
+of the degree-(p+1) list, so one table ``multi_indices(P, d)`` serves every
+element of degree p <= P (use its first ``n_basis(p, d)`` rows).
+
+Two faces:
+
+* :func:`eval_basis_point` -- the per-point kernel, compiled with Numba for
+  the CPU and (``numba.cuda.jit(device=True)(eval_basis_point.py_func)``) for
+  the GPU; scalar arithmetic and indexing only, no allocation.  It runs in
+  the floating type of its arguments (float64 or float32).
+* :func:`tabulate` / :func:`tabulate_gradients` -- NumPy-facing, a parallel
+  loop over points calling the same per-point kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numba
+import numpy as np
+
+__all__ = [
+    "multi_indices",
+    "n_basis",
+    "eval_basis_point",
+    "tabulate",
+    "tabulate_gradients",
+    "tabulate_both",
+    "legendre_values",
+]
+
+
+# --------------------------------------------------------------------------
+# index sets
+
+
+def n_basis(p: int, d: int) -> int:
+    """Number of polynomials of total degree <= p in d variables: C(p + d, d)."""
+    if p < 0 or d < 0:
+        raise ValueError(f"need p >= 0 and d >= 0, got p={p}, d={d}")
+    return math.comb(int(p) + int(d), int(d))
+
+
+def _compositions_desc(total: int, d: int):
+    """All d-tuples of non-negative ints summing to ``total``, descending lexicographic."""
+    if d == 1:
+        yield (total,)
+        return
+    for first in range(total, -1, -1):
+        for rest in _compositions_desc(total - first, d - 1):
+            yield (first,) + rest
+
+
+@lru_cache(maxsize=None)
+def multi_indices(p: int, d: int) -> np.ndarray:
+    """Multi-indices alpha (|alpha| <= p) in d dimensions, shape (C(p+d, d), d), int64.
+
+    Ordered by total degree, then descending lexicographically within a
+    degree (hierarchical: ``multi_indices(p, d)`` is a prefix of
+    ``multi_indices(p + 1, d)``).  Cached; the returned array is read-only.
+    """
+    p, d = int(p), int(d)
+    if p < 0 or d < 1:
+        raise ValueError(f"need p >= 0 and d >= 1, got p={p}, d={d}")
+    rows = [alpha for total in range(p + 1) for alpha in _compositions_desc(total, d)]
+    out = np.array(rows, dtype=np.int64).reshape(len(rows), d)
+    assert out.shape[0] == n_basis(p, d)
+    out.setflags(write=False)
+    return out
+
+
+# --------------------------------------------------------------------------
+# per-point kernel (CPU njit; GPU device function from .py_func)
+
+
+@numba.njit(cache=True, fastmath=False)
+def eval_basis_point(x, lo, hi, pmax, indices, nb, leg, dleg, phi, grad):  # pragma: no cover - compiled
+    """Values and gradients of the first ``nb`` basis functions at one point.
+
+    Parameters (all float arrays of one floating type, float64 or float32;
+    the arithmetic is done in that type)
+    ----------
+    x : (d,) the point.  lo, hi : (d,) the bounding box corners.
+    pmax : largest 1D degree needed (the element degree p).
+    indices : (nb_total, d) int64 multi-index table, ``multi_indices(P, d)``
+        with P >= pmax; only the first ``nb`` rows are used.
+    nb : number of basis functions to evaluate (``n_basis(pmax, d)``).
+    leg, dleg : (d, >= pmax + 1) scratch; on return
+        leg[k, n] = s_n(h_k) L_n(xi_k), dleg[k, n] = s_n(h_k) (2 / h_k) L'_n(xi_k).
+    phi : (>= nb,) output values.  grad : (>= nb, d) output gradients.
+
+    Legendre recurrences (stable on the closed interval, also at xi = +-1):
+
+        (n + 1) L_{n+1} = (2n + 1) xi L_n - n L_{n-1},
+        L'_{n+1}        = L'_{n-1} + (2n + 1) L_n.
+
+    Work: O(d pmax) for the 1D tables, O(nb d) for the products (gradient
+    by prefix/suffix products).  No allocation, no exceptions, no NumPy
+    calls, so the Python source also compiles as a numba-cuda device
+    function.
+    """
+    d = x.shape[0]
+    one = x.dtype.type(1)
+    two = x.dtype.type(2)
+    for k in range(d):
+        h = hi[k] - lo[k]
+        inv_h = one / h
+        xi = (x[k] + x[k] - lo[k] - hi[k]) * inv_h
+        dxi = two * inv_h  # d xi / d x_k
+        # n = 0
+        leg[k, 0] = math.sqrt(inv_h)
+        dleg[k, 0] = x.dtype.type(0)
+        if pmax >= 1:
+            s = math.sqrt(x.dtype.type(3) * inv_h)
+            leg[k, 1] = s * xi
+            dleg[k, 1] = s * dxi
+            l_prev = one  # L_{n-1}
+            l_cur = xi  # L_n
+            dl_prev = x.dtype.type(0)  # L'_{n-1}
+            dl_cur = one  # L'_n
+            for n in range(1, pmax):
+                fn = x.dtype.type(n)
+                c = fn + fn + one  # 2n + 1
+                l_next = (c * xi * l_cur - fn * l_prev) / (fn + one)
+                dl_next = dl_prev + c * l_cur
+                s = math.sqrt((c + two) * inv_h)  # sqrt((2(n+1) + 1) / h)
+                leg[k, n + 1] = s * l_next
+                dleg[k, n + 1] = (s * dxi) * dl_next
+                l_prev = l_cur
+                l_cur = l_next
+                dl_prev = dl_cur
+                dl_cur = dl_next
+    for i in range(nb):
+        # suffix products: grad[i, k] = prod_{m > k} leg[m, a_m]
+        grad[i, d - 1] = one
+        for k in range(d - 2, -1, -1):
+            grad[i, k] = grad[i, k + 1] * leg[k + 1, indices[i, k + 1]]
+        # prefix products, completing d/dx_k = prefix_k * dleg_k * suffix_k
+        pre = one
+        for k in range(d):
+            a = indices[i, k]
+            grad[i, k] = grad[i, k] * (pre * dleg[k, a])
+            pre = pre * leg[k, a]
+        phi[i] = pre
+
+
+# --------------------------------------------------------------------------
+# NumPy-facing tabulation
+
+
+@numba.njit(cache=True, parallel=True)
+def _tabulate_kernel(points, lo, hi, pmax, indices, nb, want_grad, n_chunks, values, grads):  # pragma: no cover - compiled
+    """values[i, :nb] (and grads[i, :nb, :] when want_grad) at every point i.
+
+    Points are split into ``n_chunks`` contiguous chunks (1 <= n_chunks <= n),
+    one scratch set per chunk.
+    """
+    n, d = points.shape
+    for c in numba.prange(n_chunks):
+        i0 = (c * n) // n_chunks
+        i1 = ((c + 1) * n) // n_chunks
+        leg = np.empty((d, pmax + 1), dtype=points.dtype)
+        dleg = np.empty((d, pmax + 1), dtype=points.dtype)
+        gscratch = np.empty((nb, d), dtype=points.dtype)
+        for i in range(i0, i1):
+            if want_grad:
+                eval_basis_point(points[i], lo[i], hi[i], pmax, indices, nb, leg, dleg, values[i], grads[i])
+            else:
+                eval_basis_point(points[i], lo[i], hi[i], pmax, indices, nb, leg, dleg, values[i], gscratch)
+
+
+def _prepare(points, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    points = np.asarray(points)
+    lo = np.asarray(lo)
+    hi = np.asarray(hi)
+    dtype = np.result_type(points.dtype, lo.dtype, hi.dtype, np.float32)
+    if dtype not in (np.float32, np.float64):
+        dtype = np.dtype(np.float64)
+    if points.ndim != 2:
+        raise ValueError(f"points must have shape (n, d), got {points.shape}")
+    n, d = points.shape
+    if not 1 <= d <= 4:
+        raise ValueError(f"dimension d must be 1..4, got {d}")
+    for name, box in (("lo", lo), ("hi", hi)):
+        if box.shape not in ((d,), (n, d)):
+            raise ValueError(f"{name} must have shape ({d},) or ({n}, {d}), got {box.shape}")
+    points = np.ascontiguousarray(points, dtype=dtype)
+    lo = np.ascontiguousarray(np.broadcast_to(lo, (n, d)), dtype=dtype)
+    hi = np.ascontiguousarray(np.broadcast_to(hi, (n, d)), dtype=dtype)
+    return points, lo, hi
+
+
+def _run(points, lo, hi, p: int, want_grad: bool):
+    p = int(p)
+    if p < 0:
+        raise ValueError(f"degree must be >= 0, got {p}")
+    points, lo, hi = _prepare(points, lo, hi)
+    n, d = points.shape
+    indices = np.ascontiguousarray(multi_indices(p, d))
+    nb = indices.shape[0]
+    values = np.empty((n, nb), dtype=points.dtype)
+    grads = np.empty((n, nb, d) if want_grad else (0, nb, d), dtype=points.dtype)
+    if n:
+        n_chunks = min(n, 8 * numba.get_num_threads())
+        _tabulate_kernel(points, lo, hi, p, indices, nb, want_grad, n_chunks, values, grads)
+    return values, (grads if want_grad else None)
+
+
+def tabulate(points: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: int) -> np.ndarray:
+    """Basis values phi_alpha(x_i), shape (n, n_basis(p, d)).
+
+    points : (n, d); lo, hi : (d,) (one box for all points) or (n, d) (a box
+    per point).  Computed in float32 if all inputs are float32, else float64.
+    Columns follow :func:`multi_indices` order.
+    """
+    return _run(points, lo, hi, p, False)[0]
+
+
+def tabulate_gradients(points: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: int) -> np.ndarray:
+    """Basis gradients d phi_alpha / d x_k at x_i, shape (n, n_basis(p, d), d)."""
+    return _run(points, lo, hi, p, True)[1]
+
+
+def tabulate_both(points: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values (n, nb), gradients (n, nb, d)) in one pass."""
+    return _run(points, lo, hi, p, True)
+
+
+def legendre_values(xi: np.ndarray, n: int) -> np.ndarray:
+    """Unscaled Legendre polynomials L_0..L_n at xi in [-1, 1], shape xi.shape + (n + 1,)."""
+    xi = np.asarray(xi, dtype=np.float64)
+    out = np.empty(xi.shape + (n + 1,))
+    out[..., 0] = 1.0
+    if n >= 1:
+        out[..., 1] = xi
+    for m in range(1, n):
+        out[..., m + 1] = ((2 * m + 1) * xi * out[..., m] - m * out[..., m - 1]) / (m + 1)
+    return out

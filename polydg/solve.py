@@ -1,0 +1,450 @@
+"""Linear solves of the assembled system, DG error norms and point evaluation.
+
+* :func:`solve`: SciPy's sparse LU (direct) or a preconditioned Krylov method
+  (iterative: CG with block-Jacobi / Jacobi for symmetric matrices, GMRES with
+  ILU otherwise), with time, iterations and the true residual in ``info``.
+* :func:`errors`: the L2 error, the broken H1 seminorm error and the DG-norm
+  error of a discrete solution against the problem's exact solution, by
+  quadrature on the sub-simplices and the faces of the polytopic mesh.
+* :func:`evaluate`, :func:`element_means`: the DG function at given points,
+  and its mean value on every element.
+
+Everything over elements, sub-simplices, faces and quadrature points is
+vectorised: the only Python loops run over the distinct polynomial degrees
+and over memory-bounded chunks.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from .errors import PolyDGError
+
+#: default penalty constant of :func:`errors` when no per-face values are given
+DEFAULT_PENALTY = 10.0
+
+
+class SolverError(PolyDGError):
+    """The linear solver failed: singular matrix, no convergence, non-finite data."""
+
+
+# ---------------------------------------------------------------------------
+# linear solves
+
+
+def is_symmetric(matrix: sp.spmatrix, rtol: float = 1e-12) -> bool:
+    """True when ||A - A^T||_F <= rtol ||A||_F (one sparse subtraction, O(nnz))."""
+    A = sp.csr_matrix(matrix)
+    if A.shape[0] != A.shape[1]:
+        return False
+    norm = np.sqrt(np.sum(np.abs(A.data) ** 2))
+    diff = (A - A.T).tocsr()
+    return bool(np.sqrt(np.sum(np.abs(diff.data) ** 2)) <= rtol * norm)
+
+
+def block_jacobi(matrix: sp.spmatrix, block_sizes: np.ndarray) -> sp.csr_matrix:
+    """The block-diagonal inverse of ``matrix`` for consecutive blocks of the given sizes.
+
+    Blocks of equal size are gathered and inverted together (one batched
+    ``numpy.linalg.inv`` per distinct size); a singular block gets its
+    pseudo-inverse.
+    """
+    A = sp.csr_matrix(matrix)
+    sizes = np.asarray(block_sizes, dtype=np.int64)
+    if sizes.sum() != A.shape[0]:
+        raise SolverError(f"block sizes sum to {int(sizes.sum())}, the matrix has {A.shape[0]} rows")
+    starts = np.zeros(len(sizes), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    rows, cols, vals = [], [], []
+    for m in np.unique(sizes):
+        if m == 0:
+            continue
+        first = starts[sizes == m]
+        local = np.arange(m)
+        r = np.broadcast_to(first[:, None, None] + local[None, :, None], (len(first), m, m))
+        c = np.broadcast_to(first[:, None, None] + local[None, None, :], (len(first), m, m))
+        blocks = np.asarray(A[r.ravel(), c.ravel()]).reshape(len(first), m, m)
+        try:
+            inverse = np.linalg.inv(blocks)
+        except np.linalg.LinAlgError:
+            inverse = np.linalg.pinv(blocks)
+        rows.append(r.ravel())
+        cols.append(c.ravel())
+        vals.append(inverse.ravel())
+    n = A.shape[0]
+    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n))
+
+
+def _jacobi(A: sp.csr_matrix) -> sp.csr_matrix:
+    diagonal = A.diagonal()
+    inverse = np.where(diagonal != 0, 1.0 / np.where(diagonal != 0, diagonal, 1.0), 1.0)
+    return sp.diags(inverse).tocsr()
+
+
+def _relative_residual(A: sp.csr_matrix, x: np.ndarray, b: np.ndarray) -> float:
+    nb = np.linalg.norm(b)
+    r = np.linalg.norm(b - A @ x)
+    return float(r / nb) if nb > 0 else float(r)
+
+
+def _krylov(method: str, A: sp.csr_matrix, b: np.ndarray, M: Any, tol: float, maxiter: int,
+            restart: int) -> tuple[np.ndarray, int, int]:
+    count = [0]
+
+    def callback(_: Any) -> None:
+        count[0] += 1
+
+    if method == "cg":
+        x, status = spla.cg(A, b, rtol=tol, atol=0.0, maxiter=maxiter, M=M, callback=callback)
+    else:
+        cycles = max(1, math.ceil(maxiter / restart))
+        x, status = spla.gmres(A, b, rtol=tol, atol=0.0, restart=restart, maxiter=cycles, M=M,
+                               callback=callback, callback_type="pr_norm")
+    return x, int(status), count[0]
+
+
+def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "direct", *, symmetric: bool | None = None,
+          tol: float = 1e-10, maxiter: int | None = None, block_sizes: np.ndarray | None = None,
+          restart: int = 50) -> tuple[np.ndarray, dict]:
+    """Solve ``matrix @ x = rhs``; returns ``(x, info)``.
+
+    Parameters
+    ----------
+    method : "direct" or "iterative"
+        direct: sparse LU (SuperLU, ``scipy.sparse.linalg.splu`` on CSC).
+        iterative: CG preconditioned by block-Jacobi (when ``block_sizes``,
+        e.g. ``space.element_dofs``, are given) or Jacobi if the matrix is
+        symmetric, falling back to GMRES if CG fails; otherwise GMRES(restart)
+        preconditioned by an incomplete LU factorisation (``spilu``).
+    symmetric : bool or None
+        None: test ||A - A^T||_F <= 1e-12 ||A||_F.
+    tol : float
+        Relative residual ||b - A x|| / ||b|| the Krylov method must reach.
+    maxiter : int or None
+        Most Krylov iterations (GMRES: inner iterations, rounded up to whole
+        restart cycles); default ``max(1000, n)``.
+
+    The system is solved in double precision whatever the matrix dtype.
+    ``info`` has ``method``, ``solver``, ``seconds``, ``iterations``,
+    ``residual`` (true relative residual) and ``symmetric``.
+    Raises :class:`SolverError` on a singular matrix, non-finite data or no
+    convergence (with the residual reached).
+    """
+    start = time.perf_counter()
+    if method not in ("direct", "iterative"):
+        raise SolverError(f"unknown solve method {method!r} (direct or iterative)")
+    A = sp.csr_matrix(matrix, dtype=np.float64)
+    b = np.asarray(rhs, dtype=np.float64).reshape(-1)
+    n = A.shape[0]
+    if A.shape[0] != A.shape[1]:
+        raise SolverError(f"matrix of shape {A.shape} is not square")
+    if b.shape[0] != n:
+        raise SolverError(f"right-hand side has length {b.shape[0]}, the matrix has {n} rows")
+    if not np.isfinite(A.data).all():
+        raise SolverError("matrix has non-finite entries")
+    if not np.isfinite(b).all():
+        raise SolverError("right-hand side has non-finite entries")
+    info: dict = {"method": method, "iterations": 0}
+    if n == 0:
+        info.update(solver="none", seconds=0.0, residual=0.0, symmetric=True)
+        return np.zeros(0), info
+
+    if method == "direct":
+        try:
+            lu = spla.splu(A.tocsc())
+        except RuntimeError as exc:
+            raise SolverError(f"direct solve failed: {exc} (is the matrix singular?)") from exc
+        x = lu.solve(b)
+        info["solver"] = "splu"
+        info["symmetric"] = symmetric
+        if not np.isfinite(x).all():
+            raise SolverError("direct solve produced non-finite values (singular matrix?)")
+    else:
+        if symmetric is None:
+            symmetric = is_symmetric(A)
+        info["symmetric"] = bool(symmetric)
+        maxiter = int(maxiter) if maxiter is not None else max(1000, n)
+        x, status, iterations = None, 1, 0
+        if symmetric:
+            M = block_jacobi(A, block_sizes) if block_sizes is not None else _jacobi(A)
+            x, status, iterations = _krylov("cg", A, b, M, tol, maxiter, restart)
+            info["solver"] = "cg+" + ("block-jacobi" if block_sizes is not None else "jacobi")
+            info["iterations"] = iterations
+            if status != 0 or not np.isfinite(x).all():
+                info["fallback"] = f"CG stopped after {iterations} iterations (residual " \
+                                   f"{_relative_residual(A, np.nan_to_num(x), b):.3e}); tried GMRES"
+        if status != 0 or x is None or not np.isfinite(x).all():
+            try:
+                ilu = spla.spilu(A.tocsc(), drop_tol=1e-6, fill_factor=10)
+                M = spla.LinearOperator(A.shape, ilu.solve)
+                preconditioner = "ilu"
+            except RuntimeError:  # singular pivot in the incomplete factorisation
+                M = block_jacobi(A, block_sizes) if block_sizes is not None else _jacobi(A)
+                preconditioner = "block-jacobi" if block_sizes is not None else "jacobi"
+            x, status, iterations = _krylov("gmres", A, b, M, tol, maxiter, restart)
+            info["solver"] = f"gmres({restart})+{preconditioner}"
+            info["iterations"] = info["iterations"] + iterations
+        if status != 0 or not np.isfinite(x).all():
+            residual = _relative_residual(A, np.nan_to_num(x), b)
+            raise SolverError(
+                f"iterative solve ({info['solver']}) did not converge in {info['iterations']} iterations: "
+                f"relative residual {residual:.3e} > tol {tol:g}"
+            )
+    info["residual"] = _relative_residual(A, x, b)
+    info["seconds"] = time.perf_counter() - start
+    return x, info
+
+
+# ---------------------------------------------------------------------------
+# the DG function at points
+
+
+def _basis() -> tuple[Callable, Callable, Callable]:
+    """(tabulate, tabulate_gradients, n_basis) from polydg.basis."""
+    from . import basis
+
+    return basis.tabulate, basis.tabulate_gradients, basis.n_basis
+
+
+def _simplex_rule(k: int, q: int) -> tuple[np.ndarray, np.ndarray]:
+    """Barycentric points (nq, k+1) and weights (nq,) summing to 1 on the k-simplex."""
+    from .quadrature import simplex_rule
+
+    lam, w = simplex_rule(k, int(q))
+    return np.asarray(lam, dtype=np.float64), np.asarray(w, dtype=np.float64)
+
+
+def _coefficients(space: Any, solution: np.ndarray, elements: np.ndarray, nb: int) -> np.ndarray:
+    """(k, nb) coefficients of the given elements, zero-padded to ``nb`` basis
+    functions (the basis is hierarchical: degree p is a prefix of degree P >= p)."""
+    local = np.arange(nb)
+    index = space.dof_offsets[elements][:, None] + local
+    valid = local < space.element_dofs[elements][:, None]
+    return np.where(valid, solution[np.where(valid, index, 0)], 0.0)
+
+
+def _values(space: Any, solution: np.ndarray, x: np.ndarray, elements: np.ndarray, p: int,
+            gradients: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """u_h (and grad u_h) at points x (n, d) lying in ``elements`` (n,), with the
+    degree-p basis (p >= the degree of every element involved)."""
+    tabulate, tabulate_gradients, n_basis = _basis()
+    mesh = space.mesh
+    nb = n_basis(p, mesh.dim)
+    lo, hi = mesh.bbox_min[elements], mesh.bbox_max[elements]
+    c = _coefficients(space, solution, elements, nb)
+    value = np.einsum("nb,nb->n", tabulate(x, lo, hi, p), c)
+    grad = np.einsum("nbd,nb->nd", tabulate_gradients(x, lo, hi, p), c) if gradients else None
+    return value, grad
+
+
+def _chunks(n: int, per_item: int, budget_mb: float) -> list[slice]:
+    size = max(1, int(budget_mb * 2**20 / 8 / max(per_item, 1)))
+    return [slice(a, min(a + size, n)) for a in range(0, n, size)]
+
+
+def evaluate(space: Any, solution: np.ndarray, points: np.ndarray, elements: np.ndarray, *,
+             gradient: bool = False, memory_budget_mb: float = 256.0) -> np.ndarray | tuple:
+    """The DG function with coefficients ``solution`` at ``points`` (n, d), point i
+    taken in element ``elements[i]`` (the caller knows it lies there).
+
+    Returns the values (n,), or ``(values, gradients (n, d))`` with ``gradient=True``.
+    """
+    _, _, n_basis = _basis()
+    points = np.asarray(points, dtype=np.float64)
+    elements = np.asarray(elements, dtype=np.int64)
+    solution = np.asarray(solution, dtype=np.float64)
+    n, d = points.shape
+    values = np.empty(n)
+    grads = np.empty((n, d)) if gradient else None
+    degree = space.degree[elements]
+    for p in np.unique(degree):
+        members = np.flatnonzero(degree == p)
+        per_point = n_basis(int(p), d) * (d + 2)
+        for part in _chunks(len(members), per_point, memory_budget_mb):
+            rows = members[part]
+            v, g = _values(space, solution, points[rows], elements[rows], int(p), gradient)
+            values[rows] = v
+            if gradient:
+                grads[rows] = g
+    return (values, grads) if gradient else values
+
+
+# ---------------------------------------------------------------------------
+# quadrature on sub-simplices and faces
+
+
+def _simplex_batches(space: Any, extra: int, budget_mb: float):
+    """Yield (simplices, x (k*nq, d), weights (k*nq,), elements (k*nq,), p, nq) per degree and chunk."""
+    mesh = space.mesh
+    _, _, n_basis = _basis()
+    d = mesh.dim
+    simplex_degree = space.degree[mesh.simplex_element]
+    for p in np.unique(simplex_degree):
+        p = int(p)
+        lam, w = _simplex_rule(d, 2 * p + extra)
+        nq = len(w)
+        members = np.flatnonzero(simplex_degree == p)
+        for part in _chunks(len(members), nq * n_basis(p, d) * (d + 2), budget_mb):
+            s = members[part]
+            x = np.einsum("qj,kjd->kqd", lam, mesh.points[mesh.simplices[s]]).reshape(-1, d)
+            weight = (mesh.simplex_volume[s][:, None] * w[None, :]).ravel()
+            yield s, x, weight, np.repeat(mesh.simplex_element[s], nq), p, nq
+
+
+def _face_batches(space: Any, faces: np.ndarray, extra: int, budget_mb: float):
+    """Yield (faces, x, weights, P, nq) over the given faces, grouped by the
+    larger degree P of the adjacent elements."""
+    mesh = space.mesh
+    _, _, n_basis = _basis()
+    d = mesh.dim
+    fe = mesh.face_elements[faces]
+    P = np.maximum(space.degree[fe[:, 0]], np.where(fe[:, 1] >= 0, space.degree[np.maximum(fe[:, 1], 0)], 0))
+    for p in np.unique(P):
+        p = int(p)
+        lam, w = _simplex_rule(d - 1, 2 * p + extra)
+        nq = len(w)
+        members = faces[P == p]
+        for part in _chunks(len(members), nq * n_basis(p, d) * 4, budget_mb):
+            f = members[part]
+            x = np.einsum("qj,kjd->kqd", lam, mesh.points[mesh.face_vertices[f]]).reshape(-1, d)
+            weight = (mesh.face_measure[f][:, None] * w[None, :]).ravel()
+            yield f, x, weight, p, nq
+
+
+def _quadratic_form(v: np.ndarray, A: np.ndarray) -> np.ndarray:
+    """v_n^T A_n v_n for v (n, d) and A (n, d, d) or (1, d, d)."""
+    return np.einsum("ni,ni->n", (v[:, None, :] @ A)[:, 0, :], v)
+
+
+def _normal_diffusion(A: np.ndarray, normal: np.ndarray) -> np.ndarray:
+    return _quadratic_form(normal, A)
+
+
+def errors(space: Any, problem: Any, solution: np.ndarray, *, penalty_values: np.ndarray | None = None,
+           quadrature_extra: int = 2, memory_budget_mb: float = 256.0) -> dict:
+    """Errors of the DG solution against ``problem.exact``: ``{"l2", "h1", "dg"}``.
+
+    With e = u - u_h, quadrature of degree 2 p_K + ``quadrature_extra`` on
+    every sub-simplex and 2 max(p_K1, p_K2) + ``quadrature_extra`` on faces:
+
+        l2^2 = sum_K ||e||^2_{L2(K)}
+        h1^2 = sum_K ||grad e||^2_{L2(K)}                        (broken H1 seminorm)
+        dg^2 = sum_K ||A^{1/2} grad e||^2_{L2(K)}
+             + sum_{F interior} sigma_F ||[[e]]||^2_F
+             + sum_{F on the boundary} sigma_F ||e||^2_{F ∩ diffusive Dirichlet}
+             + 1/2 sum_{F interior} || |b.n|^{1/2} [[e]] ||^2_F
+             + 1/2 sum_{F on the boundary} || |b.n|^{1/2} e ||^2_F
+
+    where [[e]] = e_K1 - e_K2 = u_h,K2 - u_h,K1 (u is continuous), the
+    diffusive Dirichlet part is {n.A n > 0 and not is_neumann}, pointwise, and
+    sigma_F is ``penalty_values[F]`` (one per face, as the assembler reports
+    it) or by default the classical 10 a_F max(p_K, 1)^2 / min(h_K) with a_F
+    the largest n.A n at the face's quadrature points.  h1 and dg are None
+    when the problem has no ``exact_gradient``.
+    """
+    mesh = space.mesh
+    d = mesh.dim
+    solution = np.asarray(solution, dtype=np.float64).reshape(-1)
+    if solution.shape[0] != space.n_dofs:
+        raise SolverError(f"solution has {solution.shape[0]} entries, the space has {space.n_dofs} dofs")
+    if penalty_values is not None:
+        penalty_values = np.asarray(penalty_values, dtype=np.float64).reshape(-1)
+        if penalty_values.shape[0] != mesh.n_faces:
+            raise SolverError(f"penalty_values has {penalty_values.shape[0]} entries, the mesh has "
+                              f"{mesh.n_faces} faces")
+    with_gradient = problem.exact_gradient is not None
+    l2 = h1 = energy = jumps = 0.0
+
+    # --- volume terms ------------------------------------------------------
+    for _, x, weight, elements, p, _ in _simplex_batches(space, quadrature_extra, memory_budget_mb):
+        uh, guh = _values(space, solution, x, elements, p, with_gradient)
+        e = problem.exact_at(x) - uh
+        l2 += float(weight @ e**2)
+        if with_gradient:
+            ge = problem.exact_gradient_at(x) - guh
+            h1 += float(weight @ np.einsum("nd,nd->n", ge, ge))
+            energy += float(weight @ _quadratic_form(ge, problem.diffusion_at(x)))
+
+    # --- face terms ----------------------------------------------------------
+    if with_gradient:
+        h = mesh.diameter
+        for interior, faces in ((True, np.arange(mesh.n_interior_faces)),
+                                (False, np.arange(mesh.n_interior_faces, mesh.n_faces))):
+            if len(faces) == 0:
+                continue
+            for f, x, weight, p, nq in _face_batches(space, faces, quadrature_extra, memory_budget_mb):
+                e1 = np.repeat(mesh.face_elements[f, 0], nq)
+                normal = np.repeat(mesh.face_normal[f], nq, axis=0)
+                u1, _ = _values(space, solution, x, e1, p, False)
+                if interior:
+                    e2 = np.repeat(mesh.face_elements[f, 1], nq)
+                    u2, _ = _values(space, solution, x, e2, p, False)
+                    jump = u1 - u2
+                else:
+                    jump = problem.exact_at(x) - u1
+                nAn = np.broadcast_to(_normal_diffusion(problem.diffusion_at(x), normal), jump.shape)
+                if penalty_values is not None:
+                    sigma = np.repeat(penalty_values[f], nq)
+                else:
+                    a_face = nAn.reshape(-1, nq).max(axis=1)
+                    fe = mesh.face_elements[f]
+                    h_face = np.where(fe[:, 1] >= 0, np.minimum(h[fe[:, 0]], h[np.maximum(fe[:, 1], 0)]),
+                                      h[fe[:, 0]])
+                    sigma = np.repeat(DEFAULT_PENALTY * a_face * max(p, 1) ** 2 / h_face, nq)
+                if interior:
+                    penalised = np.ones(jump.shape, dtype=bool)
+                else:
+                    neumann = np.broadcast_to(problem.neumann_mask(x, normal), jump.shape)
+                    penalised = (nAn > 0) & ~neumann
+                jumps += float(weight @ np.where(penalised, sigma * jump**2, 0.0))
+                if problem.has_advection:
+                    bn = np.einsum("nd,nd->n", np.broadcast_to(problem.advection_at(x), x.shape), normal)
+                    jumps += 0.5 * float(weight @ (np.abs(bn) * jump**2))
+
+    return {
+        "l2": math.sqrt(l2),
+        "h1": math.sqrt(h1) if with_gradient else None,
+        "dg": math.sqrt(energy + jumps) if with_gradient else None,
+    }
+
+
+def element_means(space: Any, solution: np.ndarray, *, memory_budget_mb: float = 256.0) -> np.ndarray:
+    """(n_elements,) mean value of the DG function on each element, (1/|K|) int_K u_h,
+    by a quadrature exact for degree p_K on the sub-simplices."""
+    mesh = space.mesh
+    solution = np.asarray(solution, dtype=np.float64).reshape(-1)
+    integral = np.zeros(mesh.n_elements)
+    for _, x, weight, elements, p, _ in _simplex_batches(space, -space.max_degree, memory_budget_mb):
+        pass
+    integral[:] = 0.0
+    for s, x, weight, elements, p, nq in _mean_batches(space, memory_budget_mb):
+        uh, _ = _values(space, solution, x, elements, p, False)
+        integral += np.bincount(elements, weights=weight * uh, minlength=mesh.n_elements)
+    return integral / mesh.measure
+
+
+def _mean_batches(space: Any, budget_mb: float):
+    """Like :func:`_simplex_batches` with rules of degree p (exact for u_h)."""
+    mesh = space.mesh
+    _, _, n_basis = _basis()
+    d = mesh.dim
+    simplex_degree = space.degree[mesh.simplex_element]
+    for p in np.unique(simplex_degree):
+        p = int(p)
+        lam, w = _simplex_rule(d, p)
+        nq = len(w)
+        members = np.flatnonzero(simplex_degree == p)
+        for part in _chunks(len(members), nq * n_basis(p, d) * 2, budget_mb):
+            s = members[part]
+            x = np.einsum("qj,kjd->kqd", lam, mesh.points[mesh.simplices[s]]).reshape(-1, d)
+            weight = (mesh.simplex_volume[s][:, None] * w[None, :]).ravel()
+            yield s, x, weight, np.repeat(mesh.simplex_element[s], nq), p, nq
+
+
+__all__ = ["solve", "SolverError", "is_symmetric", "block_jacobi", "errors", "evaluate", "element_means"]
