@@ -42,6 +42,8 @@ from functools import lru_cache
 import numba
 import numpy as np
 
+from .errors import OptionError
+
 __all__ = [
     "multi_indices",
     "n_basis",
@@ -60,7 +62,7 @@ __all__ = [
 def n_basis(p: int, d: int) -> int:
     """Number of polynomials of total degree <= p in d variables: C(p + d, d)."""
     if p < 0 or d < 0:
-        raise ValueError(f"need p >= 0 and d >= 0, got p={p}, d={d}")
+        raise OptionError(f"need p >= 0 and d >= 0, got p={p}, d={d}")
     return math.comb(int(p) + int(d), int(d))
 
 
@@ -84,7 +86,7 @@ def multi_indices(p: int, d: int) -> np.ndarray:
     """
     p, d = int(p), int(d)
     if p < 0 or d < 1:
-        raise ValueError(f"need p >= 0 and d >= 1, got p={p}, d={d}")
+        raise OptionError(f"need p >= 0 and d >= 1, got p={p}, d={d}")
     rows = [alpha for total in range(p + 1) for alpha in _compositions_desc(total, d)]
     out = np.array(rows, dtype=np.int64).reshape(len(rows), d)
     assert out.shape[0] == n_basis(p, d)
@@ -215,9 +217,9 @@ def _prepare(points, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _run(points, lo, hi, p: int, want_grad: bool):
     p = int(p)
-    if p < 0:
-        raise ValueError(f"degree must be >= 0, got {p}")
     points, lo, hi = _prepare(points, lo, hi)
+    if p < 0:
+        raise OptionError(f"degree must be >= 0, got {p}")
     n, d = points.shape
     indices = np.ascontiguousarray(multi_indices(p, d))
     nb = indices.shape[0]

@@ -79,6 +79,12 @@ def _fill_indices(elements, dof_offsets, element_dofs, adj_offsets, adj_col, row
                     pos += 1
 
 
+def compile_pattern_kernels() -> None:
+    """Compile (or load from Numba's cache) the pattern kernel, on empty input."""
+    z = np.zeros(0, dtype=np.int64)
+    _fill_indices(z, np.zeros(1, np.int64), z, np.zeros(1, np.int64), z, z, z, z)
+
+
 def sparsity_pattern(
     mesh: PolytopicMesh, dof_offsets: np.ndarray, elements: np.ndarray | None = None
 ) -> SparsityPattern:

@@ -127,6 +127,12 @@ def polytopic_face_measure(mesh: PolytopicMesh) -> np.ndarray:
     return out
 
 
+def compile_penalty_kernels() -> None:
+    """Compile (or load from Numba's cache) the penalty kernel, on empty input."""
+    z2 = np.zeros((0, 2), dtype=np.int64)
+    _apex_heights(z2, z2, np.zeros((0, 2)), np.zeros((1, 2)), np.zeros(1, np.int64), np.zeros(0, np.int64))
+
+
 def face_penalty(mesh: PolytopicMesh, degree: np.ndarray, a_bound: np.ndarray, *, C_sigma: float = 10.0,
                  kind: str = "paper") -> np.ndarray:
     """sigma_F for every face of ``mesh`` (interior faces first, then boundary)."""

@@ -1,0 +1,195 @@
+"""Generated and agglomerated polytopic meshes: geometry and topology invariants."""
+
+import numpy as np
+import pytest
+
+from polydg.errors import MeshError
+from polydg.mesh import SimplexMesh, build_polytopic_mesh, from_spec
+from polydg.mesh.generators import parse_spec
+from polydg.partition import agglomerate, agglomerate_cells, dual_graph
+
+SPECS = ["square:12", "square:12:perturb=0.3:seed=4", "oscillating-square:16", "cube:4", "cube:4:perturb=0.2:seed=2"]
+
+
+def closure_defect(mesh):
+    """max over elements of |sum over its faces of measure * outward normal|."""
+    v = mesh.face_normal * mesh.face_measure[:, None]
+    acc = np.zeros((mesh.n_elements, mesh.dim))
+    np.add.at(acc, mesh.face_elements[:, 0], v)
+    inner = mesh.face_elements[:, 1] >= 0
+    np.add.at(acc, mesh.face_elements[inner, 1], -v[inner])
+    return np.abs(acc).max()
+
+
+def divergence_volume(mesh):
+    """Domain measure from the boundary faces: |Omega| = (1/d) int x . n."""
+    b = mesh.boundary_faces
+    centroid = mesh.points[mesh.face_vertices[b]].mean(axis=1)
+    return np.sum(np.einsum("ni,ni->n", centroid, mesh.face_normal[b]) * mesh.face_measure[b]) / mesh.dim
+
+
+def meshes():
+    for spec in SPECS:
+        fine = from_spec(spec)
+        yield spec, fine, build_polytopic_mesh(fine)
+        yield spec + " agglomerated", fine, agglomerate(fine, max(4, fine.n_cells // 17))
+
+
+@pytest.mark.parametrize("spec, fine, mesh", list(meshes()), ids=lambda x: x if isinstance(x, str) else "")
+def test_measures_and_closed_elements(spec, fine, mesh):
+    d = mesh.dim
+    assert mesh.measure.sum() == pytest.approx(divergence_volume(mesh), rel=1e-12)
+    if not spec.startswith("oscillating"):
+        assert mesh.measure.sum() == pytest.approx(1.0, rel=1e-12)
+        boundary_area = 2 * d  # the unit square has perimeter 4, the cube area 6
+        assert mesh.face_measure[mesh.boundary_faces].sum() == pytest.approx(boundary_area, rel=1e-12)
+    assert closure_defect(mesh) < 1e-12 * mesh.face_measure.max()
+    # normals are unit and point out of the first element
+    assert np.allclose(np.linalg.norm(mesh.face_normal, axis=1), 1.0)
+    x_face = mesh.points[mesh.face_vertices].mean(axis=1)
+    x_simplex = mesh.points[mesh.simplices[mesh.face_simplices[:, 0]]].mean(axis=1)
+    assert (np.einsum("ni,ni->n", x_face - x_simplex, mesh.face_normal) > 0).all()
+    # element geometry
+    assert (mesh.bbox_max > mesh.bbox_min).all()
+    assert (mesh.diameter <= np.linalg.norm(mesh.bbox_max - mesh.bbox_min, axis=1) + 1e-14).all()
+    assert (mesh.diameter > 0).all()
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_every_fine_facet_is_inside_one_element_or_on_one_interface(spec):
+    fine = from_spec(spec)
+    mesh = agglomerate(fine, max(4, fine.n_cells // 17))
+    d = mesh.dim
+    graph = dual_graph(fine).tocoo()
+    n_interior_fine = graph.nnz // 2
+    parts = np.empty(fine.n_cells, dtype=np.int64)
+    parts[:] = -1
+    # element of each fine cell, recovered from the sorted sub-simplices
+    order_key = np.sort(fine.cells, axis=1)
+    sub_key = np.sort(mesh.simplices, axis=1)
+    lookup = {tuple(r): i for i, r in enumerate(order_key)}
+    for s, row in enumerate(sub_key):  # test-only bookkeeping on a small mesh
+        parts[lookup[tuple(row)]] = mesh.simplex_element[s]
+    inside = (parts[graph.row] == parts[graph.col]).sum() // 2
+    assert inside + mesh.n_interior_faces == n_interior_fine
+    # interior faces are grouped by interface, with both elements different
+    el = mesh.face_elements[: mesh.n_interior_faces]
+    assert (el[:, 0] < el[:, 1]).all()
+    per_face_interface = np.repeat(np.arange(mesh.n_interfaces), np.diff(mesh.interface_offsets))
+    assert np.array_equal(mesh.interface_elements[per_face_interface], el)
+    pairs = mesh.interface_elements[:, 0] * mesh.n_elements + mesh.interface_elements[:, 1]
+    assert (np.diff(pairs) > 0).all()
+    # boundary faces: one element each, sorted by element, tagged
+    b = mesh.face_elements[mesh.boundary_faces]
+    assert (b[:, 1] == -1).all() and (np.diff(b[:, 0]) >= 0).all()
+    if not spec.startswith("oscillating"):
+        assert (mesh.face_tag[mesh.boundary_faces] > 0).all()
+    assert d in (2, 3)
+
+
+def test_agglomeration_is_deterministic_connected_and_covers():
+    fine = from_spec("square:24:perturb=0.2")
+    a = agglomerate_cells(fine, 30)
+    b = agglomerate_cells(fine, 30)
+    assert np.array_equal(a, b)
+    assert set(np.unique(a)) == set(range(a.max() + 1))
+    mesh = agglomerate(fine, 30)
+    assert mesh.n_simplices == fine.n_cells
+    assert abs(mesh.n_elements - 30) <= 5
+    stats = mesh.statistics()
+    assert stats["sub_elements_per_element"]["min"] >= 1
+    assert stats["elements"] == mesh.n_elements
+
+
+def test_disconnected_part_is_split():
+    from polydg.partition.agglomerate import split_disconnected
+
+    fine = from_spec("square:4")
+    graph = dual_graph(fine)
+    parts = np.zeros(fine.n_cells, dtype=np.int64)
+    # put two far-apart cells in part 1: it must become two parts
+    parts[0] = 1
+    parts[fine.n_cells - 1] = 1
+    fixed = split_disconnected(graph, parts)
+    assert len(np.unique(fixed)) == 3
+
+
+def test_statistics_match_table_3_rows():
+    mesh = agglomerate(from_spec("square:16"), 20)
+    s = mesh.statistics()
+    for key in ("elements", "sub_elements", "interior_faces", "interfaces", "boundary_faces",
+                "sub_elements_per_element", "faces_per_element"):
+        assert key in s
+    assert s["interior_faces"] + s["boundary_faces"] == mesh.n_faces
+    assert s["faces_per_element"]["mean"] == pytest.approx(
+        (2 * s["interior_faces"] + s["boundary_faces"]) / s["elements"])
+
+
+def test_inverted_cells_are_reoriented():
+    fine = from_spec("square:3")
+    cells = fine.cells.copy()
+    cells[::2, [0, 1]] = cells[::2, [1, 0]]
+    mesh = build_polytopic_mesh(SimplexMesh(fine.points, cells))
+    assert (mesh.simplex_volume > 0).all()
+    assert mesh.measure.sum() == pytest.approx(1.0)
+    assert closure_defect(mesh) < 1e-14
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda f: SimplexMesh(np.where(np.arange(len(f.points))[:, None] == 3, np.nan, f.points), f.cells,
+                               source="nan.vtu"), ["nan.vtu", "point 3", "non-finite"]),
+        (lambda f: SimplexMesh(f.points, np.r_[f.cells, [[0, 1, 1]]], source="dup.msh"), ["dup.msh", "cell 18"]),
+        (lambda f: build_polytopic_mesh(SimplexMesh(f.points, np.r_[f.cells, [[0, 1, 2]]], source="deg")),
+         ["deg: cell 18 is degenerate"]),
+        (lambda f: build_polytopic_mesh(SimplexMesh(f.points, np.r_[f.cells, f.cells[:1]], source="three")),
+         ["shared by", "cells"]),
+        (lambda f: build_polytopic_mesh(f, np.r_[np.zeros(f.n_cells - 1, np.int64), [2]]), ["element 1 is empty"]),
+        (lambda f: SimplexMesh(f.points, f.cells[:, :2], source="lines.vtk"), ["lines.vtk", "3 vertices"]),
+        (lambda f: SimplexMesh(f.points, f.cells + 100, source="range"), ["out of range"]),
+    ],
+)
+def test_bad_meshes_give_clear_errors(make, words):
+    fine = from_spec("square:3")
+    with pytest.raises(MeshError) as info:
+        make(fine)
+    for w in words:
+        assert w in str(info.value)
+
+
+def test_degenerate_cell_is_named():
+    pts = np.array([[0, 0], [1, 0], [0, 1], [2, 0]], dtype=float)
+    cells = np.array([[0, 1, 2], [0, 1, 3]])  # the second is flat
+    with pytest.raises(MeshError, match="cell 1 is degenerate"):
+        build_polytopic_mesh(SimplexMesh(pts, cells, source="flat"))
+
+
+def test_hanging_node_is_an_unmatched_interior_facet():
+    # a big triangle beside two small ones that split its edge
+    pts = np.array([[0, 0], [0, 1], [-1, 0.5], [0, 0.5], [1, 0.5]], dtype=float)
+    cells = np.array([[0, 1, 2], [0, 3, 4], [3, 1, 4]])
+    with pytest.raises(MeshError, match="unmatched facet inside the domain"):
+        build_polytopic_mesh(SimplexMesh(pts, cells, source="hanging"))
+
+
+def test_generator_specs():
+    assert parse_spec("square:8:perturb=0.1:seed=3") == ("square", 8, {"perturb": 0.1, "seed": 3})
+    assert from_spec("cube:2").n_cells == 48
+    assert from_spec("square:5").n_cells == 50
+    assert from_spec("oscillating-square:5").n_cells == 50
+    for bad, word in [("disk:3", "unknown mesh generator"), ("square", "needs a size"), ("square:x", "not an integer"),
+                      ("square:0", "at least 1"), ("square:4:foo=1", "unknown option"),
+                      ("square:4:perturb=0.7", "perturb"), ("square:4:perturb=abc", "bad value")]:
+        with pytest.raises(MeshError, match=word):
+            from_spec(bad)
+
+
+def test_perturbation_is_seeded_and_keeps_boundary():
+    a = from_spec("square:6:perturb=0.3:seed=1")
+    b = from_spec("square:6:perturb=0.3:seed=1")
+    c = from_spec("square:6:perturb=0.3:seed=2")
+    assert np.array_equal(a.points, b.points) and not np.array_equal(a.points, c.points)
+    on_boundary = ((a.points == 0) | (a.points == 1)).any(axis=1)
+    plain = from_spec("square:6")
+    assert np.array_equal(a.points[on_boundary], plain.points[on_boundary])
