@@ -15,6 +15,7 @@ import pytest
 
 from polydg.basis import (
     eval_basis_point,
+    eval_basis_point_inline,
     legendre_values,
     multi_indices,
     n_basis,
@@ -220,6 +221,41 @@ def test_per_point_kernel_with_larger_table_and_scratch():
         np.testing.assert_array_equal(phi[:nb], vals[i])
         np.testing.assert_array_equal(grad[:nb], grads[i])
         assert np.all(np.isnan(phi[nb:]))  # nothing written past nb
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5])
+def test_per_point_kernel_all_dimensions_and_inline_variant(d):
+    """Direct calls, including the general-d product path (d = 5), and the inlined twin."""
+    import numba
+
+    @numba.njit
+    def run(f_inline, x, lo, hi, p, table, nb, phi_out, grad_out):
+        dd = x.shape[1]
+        leg = np.empty((dd, p + 1))
+        dleg = np.empty((dd, p + 1))
+        for i in range(x.shape[0]):
+            if f_inline:
+                eval_basis_point_inline(x[i], lo, hi, p, table, nb, leg, dleg, phi_out[i], grad_out[i])
+            else:
+                eval_basis_point(x[i], lo, hi, p, table, nb, leg, dleg, phi_out[i], grad_out[i])
+
+    rng = np.random.default_rng(70 + d)
+    p = 3
+    lo, hi = random_box(rng, d)
+    x = random_points(rng, lo, hi, 10)
+    table = np.ascontiguousarray(multi_indices(p, d))
+    nb = len(table)
+    rv, rg = reference_basis(x, lo, hi, p)
+    results = []
+    for f_inline in (False, True):
+        phi = np.empty((len(x), nb))
+        grad = np.empty((len(x), nb, d))
+        run(f_inline, x, lo, hi, p, table, nb, phi, grad)
+        np.testing.assert_allclose(phi, rv, rtol=1e-12, atol=1e-12 * np.abs(rv).max())
+        np.testing.assert_allclose(grad, rg, rtol=1e-12, atol=1e-12 * np.abs(rg).max())
+        results.append((phi, grad))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
 
 
 def test_empty_point_set():

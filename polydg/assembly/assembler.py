@@ -33,7 +33,7 @@ from ..quadrature import default_degree
 from . import kernels as K
 from .pattern import SparsityPattern, compile_pattern_kernels, sparsity_pattern
 from .penalty import PENALTY_KINDS, compile_penalty_kernels, diffusion_bound, face_penalty
-from .points import PointBatch, point_counts, simplex_points
+from .points import PointBatch, compile_point_kernels, point_counts, simplex_points
 
 APPROACHES = ("2", "atomic", "1")
 PRECISIONS = {"double": np.float64, "single": np.float32}
@@ -232,6 +232,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     timer = _Timer()
     t = time.perf_counter()
     compile_pattern_kernels()
+    compile_point_kernels()
     if penalty_kind == "paper":
         compile_penalty_kernels()
     timer.add("jit", t)
@@ -319,9 +320,8 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     if n_int:
         if approach == "2":
             for ci, (e_lo, e_hi) in enumerate(chunks):
-                a0, a1 = pattern.adj_offsets[e_lo], pattern.adj_offsets[e_hi]
-                ifs = np.unique(adj_interface[a0:a1])
-                ifs = ifs[ifs >= 0]
+                ie = mesh.interface_elements
+                ifs = np.flatnonzero(((ie[:, 0] >= e_lo) & (ie[:, 0] < e_hi)) | ((ie[:, 1] >= e_lo) & (ie[:, 1] < e_hi)))
                 faces = _expand_ranges(mesh.interface_offsets[ifs], mesh.interface_offsets[ifs + 1])
                 face_local[faces] = np.arange(len(faces))
                 batch = _face_point_batch(mesh, faces, face_q[faces])

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..basis import eval_basis_point
+from ..basis import eval_basis_point_inline as eval_basis_point
 from .forms import dirichlet_point, inflow_point, interior_face_point, load_point, neumann_point, normal_flux, volume_point
 
 DIFFUSIVE, INFLOW = 0, 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit, prange
 
 from ..quadrature import simplex_rule
 
@@ -53,11 +54,35 @@ def simplex_points(vertices: np.ndarray, measures: np.ndarray, degrees: np.ndarr
     np.cumsum(counts, out=offsets[1:])
     x = np.empty((int(offsets[-1]), d))
     weight = np.empty(int(offsets[-1]))
+    vertices = np.ascontiguousarray(vertices, dtype=np.float64)
+    measures = np.ascontiguousarray(measures, dtype=np.float64)
     for q in np.unique(degrees):  # loop over distinct rule degrees only
         lam, w = simplex_rule(kp1 - 1, int(q))
-        members = np.flatnonzero(degrees == q)
-        nq = len(w)
-        rows = (offsets[members][:, None] + np.arange(nq)).ravel()
-        x[rows] = np.einsum("qk,skd->sqd", lam, vertices[members]).reshape(-1, d)
-        weight[rows] = (measures[members][:, None] * w[None, :]).ravel()
+        members = np.flatnonzero(degrees == q).astype(np.int64)
+        _map_points(members, offsets, vertices, measures, np.ascontiguousarray(lam), np.ascontiguousarray(w),
+                    x, weight)
     return PointBatch(x, weight, offsets)
+
+
+def compile_point_kernels() -> None:
+    """Compile (or load from Numba's cache) the point mapping, on empty input."""
+    z = np.zeros(0, dtype=np.int64)
+    _map_points(z, np.zeros(1, np.int64), np.zeros((0, 2, 2)), np.zeros(0), np.zeros((1, 2)), np.zeros(1),
+                np.zeros((0, 2)), np.zeros(0))
+
+
+@njit(parallel=True, cache=True)
+def _map_points(members, offsets, vertices, measures, lam, w, x, weight):  # pragma: no cover - compiled
+    """x_q = sum_k lam_qk v_k and w_q |S| for the listed simplices."""
+    nq, kp1 = lam.shape
+    d = vertices.shape[2]
+    for t in prange(members.shape[0]):
+        s = members[t]
+        r0 = offsets[s]
+        for q in range(nq):
+            for m in range(d):
+                acc = 0.0
+                for k in range(kp1):
+                    acc += lam[q, k] * vertices[s, k, m]
+                x[r0 + q, m] = acc
+            weight[r0 + q] = measures[s] * w[q]
