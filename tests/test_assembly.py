@@ -64,7 +64,7 @@ def test_polynomial_reproduction_mixed_degrees(kind):
 
 
 def test_polynomial_reproduction_on_shared_polygon_mesh(shared_meshes):
-    from polydg.mesh.io import read_mesh
+    from polydg.mesh import read_mesh
 
     mesh = build_polytopic_mesh(read_mesh(shared_meshes / "unit_square_polytopic_100_cells.vtk"))
     for kind in ("diffusion", "advection-reaction", "mixed"):

@@ -74,6 +74,12 @@ class SimplexMesh:
     def dim(self) -> int:
         return int(self.points.shape[1])
 
+    def __repr__(self) -> str:
+        kind = "triangles" if self.dim == 2 else "tetrahedra"
+        extra = f", {int(self.cell_element.max()) + 1} polygons" if self.cell_element is not None else ""
+        return (f"SimplexMesh({self.n_cells} {kind}, {len(self.points)} points, "
+                f"{len(self.boundary_tags)} tagged boundary facets{extra}, source={self.source!r})")
+
     @property
     def n_cells(self) -> int:
         return int(self.cells.shape[0])

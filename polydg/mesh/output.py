@@ -1,0 +1,149 @@
+"""Mesh output: VTU through meshio (readable by ParaView) and a quick picture.
+
+2D: one polygon cell per element, its vertices in counter-clockwise order
+along the element boundary (elements whose boundary is not a single simple
+loop, e.g. with a hole, are written as their triangles instead).
+3D: the fine tetrahedra, with the element id as cell data.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+from .polytopic import PolytopicMesh
+
+
+def oriented_boundary_edges(mesh: PolytopicMesh) -> tuple[np.ndarray, np.ndarray]:
+    """(element, edge (a, b)) for every boundary edge of every 2D element, counter-clockwise."""
+    fe = mesh.face_elements
+    inner = fe[:, 1] >= 0
+    element = np.concatenate([fe[:, 0], fe[inner, 1]])
+    sign = np.concatenate([np.ones(mesh.n_faces), -np.ones(int(inner.sum()))])
+    edges = np.concatenate([mesh.face_vertices, mesh.face_vertices[inner]])
+    normal = np.concatenate([mesh.face_normal, mesh.face_normal[inner]]) * sign[:, None]
+    t = mesh.points[edges[:, 1]] - mesh.points[edges[:, 0]]
+    # counter-clockwise around the element: the outward normal is to the right
+    flip = t[:, 1] * normal[:, 0] - t[:, 0] * normal[:, 1] < 0
+    edges[flip] = edges[flip][:, ::-1]
+    order = np.lexsort((edges[:, 0], element))
+    return element[order], edges[order]
+
+
+@njit(cache=True)
+def _walk_loops(offsets, start, end, n_points, loops, ok):  # pragma: no cover - compiled
+    """Chain each element's edges into one loop; ok[e] = False when that fails."""
+    for e in range(offsets.shape[0] - 1):
+        a, b = offsets[e], offsets[e + 1]
+        k = b - a
+        cur = a
+        for step in range(k):
+            loops[a + step] = start[cur]
+            target = end[cur]
+            # the edge starting at `target` (edges of e sorted by start)
+            lo, hi = a, b
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if start[mid] < target:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo >= b or start[lo] != target or (lo + 1 < b and start[lo + 1] == target):
+                ok[e] = False
+                break
+            cur = lo
+            if cur == a and step < k - 1:  # closed early: more than one loop
+                ok[e] = False
+                break
+
+
+def element_polygons(mesh: PolytopicMesh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets, vertex loops, ok) of the 2D elements' boundaries."""
+    element, edges = oriented_boundary_edges(mesh)
+    offsets = np.zeros(mesh.n_elements + 1, dtype=np.int64)
+    np.cumsum(np.bincount(element, minlength=mesh.n_elements), out=offsets[1:])
+    loops = np.empty(len(edges), dtype=np.int64)
+    ok = np.ones(mesh.n_elements, dtype=np.bool_)
+    _walk_loops(offsets, np.ascontiguousarray(edges[:, 0]), np.ascontiguousarray(edges[:, 1]), len(mesh.points),
+                loops, ok)
+    return offsets, loops, ok
+
+
+def write_vtu(path: str | os.PathLike, mesh: PolytopicMesh, cell_data: dict[str, np.ndarray] | None = None) -> None:
+    """Write ``mesh`` with per-element ``cell_data`` (and the element id) to a VTU file.
+
+    The file appears complete or not at all (written to a temporary file,
+    then renamed).
+    """
+    import meshio
+
+    path = Path(path)
+    data = {"element": np.arange(mesh.n_elements, dtype=np.int64)}
+    for name, values in (cell_data or {}).items():
+        values = np.asarray(values)
+        if values.shape[0] != mesh.n_elements:
+            raise ValueError(f"cell data {name!r} has {values.shape[0]} values for {mesh.n_elements} elements")
+        data[name] = values
+    if mesh.dim == 2:
+        offsets, loops, ok = element_polygons(mesh)
+        blocks, block_elements = [], []
+        sizes = np.diff(offsets)
+        good = np.flatnonzero(ok)
+        for size in np.unique(sizes[good]):  # one block per polygon size (a handful)
+            members = good[sizes[good] == size]
+            rows = offsets[members][:, None] + np.arange(size)
+            blocks.append(("polygon" if size > 4 else {3: "triangle", 4: "quad"}[int(size)], loops[rows]))
+            block_elements.append(members)
+        bad = np.flatnonzero(~ok)
+        if len(bad):
+            sub = np.flatnonzero(np.isin(mesh.simplex_element, bad))
+            blocks.append(("triangle", mesh.simplices[sub]))
+            block_elements.append(mesh.simplex_element[sub])
+        points = np.column_stack([mesh.points, np.zeros(len(mesh.points))])
+    else:
+        blocks = [("tetra", mesh.simplices)]
+        block_elements = [mesh.simplex_element]
+        points = mesh.points
+    cell_data_out = {name: [values[e] for e in block_elements] for name, values in data.items()}
+    out = meshio.Mesh(points, blocks, cell_data=cell_data_out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".vtu", dir=path.parent, prefix=f".{path.stem}-")
+    os.close(fd)
+    try:
+        meshio.write(tmp, out, file_format="vtu")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def plot_mesh(mesh: PolytopicMesh, path: str | os.PathLike, *, title: str | None = None, dpi: int = 110) -> None:
+    """A PNG of a 2D polytopic mesh: elements coloured, their boundaries drawn."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.collections import LineCollection
+    except ImportError:  # pragma: no cover
+        raise ImportError("plot_mesh needs matplotlib: pip install 'polydg[plot]'") from None
+    if mesh.dim != 2:
+        raise ValueError("plot_mesh draws 2D meshes only")
+    colour = np.random.default_rng(0).permutation(mesh.n_elements)[mesh.simplex_element]
+    fig, ax = plt.subplots(figsize=(4.2, 4.2))
+    ax.tripcolor(mesh.points[:, 0], mesh.points[:, 1], mesh.simplices, facecolors=colour, cmap="tab20",
+                 edgecolors="none")
+    segments = mesh.points[mesh.face_vertices]
+    ax.add_collection(LineCollection(segments, colors="k", linewidths=0.6))
+    ax.set_aspect("equal")
+    ax.set_axis_off()
+    if title:
+        ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)

@@ -1,0 +1,236 @@
+"""Mesh files: legacy VTK POLYDATA, meshio formats, polygon triangulation, VTU output, bad input."""
+
+import numpy as np
+import pytest
+import shapely
+
+from polydg.errors import MeshError
+from polydg.mesh import build_polytopic_mesh, from_spec, load_mesh, read_mesh, write_vtu
+from polydg.mesh.polygon_mesh import polygon_mesh, triangulate_polygons
+from polydg.partition import agglomerate
+
+from .test_mesh import closure_defect
+
+
+def write_polydata(path, points, polygons, legacy=False):
+    lines = ["# vtk DataFile Version 5.1", "test", "ASCII", "DATASET POLYDATA", f"POINTS {len(points)} double"]
+    lines += [" ".join(f"{v:.17g}" for v in (*p, 0.0)) for p in points]
+    size = sum(len(p) for p in polygons)
+    if legacy:
+        lines.append(f"POLYGONS {len(polygons)} {size + len(polygons)}")
+        lines += [" ".join(map(str, [len(p), *p])) for p in polygons]
+    else:
+        offsets = np.r_[0, np.cumsum([len(p) for p in polygons])]
+        lines += [f"POLYGONS {len(offsets)} {size}", "OFFSETS vtktypeint64", " ".join(map(str, offsets)),
+                  "CONNECTIVITY vtktypeint64", " ".join(str(v) for p in polygons for v in p)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def grid_polygons(n):
+    """Unit square as n x n quadrilaterals."""
+    pts = [(i / n, j / n) for i in range(n + 1) for j in range(n + 1)]
+    quads = [[i * (n + 1) + j, (i + 1) * (n + 1) + j, (i + 1) * (n + 1) + j + 1, i * (n + 1) + j + 1]
+             for i in range(n) for j in range(n)]
+    return pts, quads
+
+
+NEAR_DUPLICATES = "unit_square_polytopic_1000_cells.vtk"
+
+
+def test_shared_meshes_load_merge_and_are_closed(shared_meshes):
+    files = sorted(shared_meshes.glob("*.vtk"))
+    assert len(files) == 5
+    for f in files:
+        text = f.read_text().split()
+        n_polygons = int(text[text.index("POLYGONS") + 1]) - 1
+        n_points = int(text[text.index("POINTS") + 1])
+        fine = read_mesh(f)
+        mesh = build_polytopic_mesh(fine)
+        assert mesh.n_elements == n_polygons, f
+        if f.name == NEAR_DUPLICATES:
+            assert len(fine.points) < n_points, f"{f.name}: near-duplicate points were not merged"
+        assert mesh.measure.sum() == pytest.approx(1.0, abs=1e-8), f
+        assert mesh.face_measure[mesh.boundary_faces].sum() == pytest.approx(4.0, abs=1e-8), f
+        assert closure_defect(mesh) < 1e-12, f
+        assert (mesh.face_elements[: mesh.n_interior_faces] >= 0).all()
+        # every interior polygon edge is matched: boundary faces lie on the square's sides
+        xb = mesh.points[mesh.face_vertices[mesh.boundary_faces]]
+        on_side = (np.abs(xb) < 1e-8) | (np.abs(xb - 1) < 1e-8)
+        assert on_side.all(axis=1).any(axis=1).all(), f
+
+
+def test_unmerged_duplicates_are_reported(shared_meshes):
+    with pytest.raises(MeshError, match="unmatched facet inside the domain|zero area|fewer than 3|degenerate"):
+        build_polytopic_mesh(read_mesh(shared_meshes / NEAR_DUPLICATES, merge_tol=0))
+
+
+def test_legacy_and_vtk51_forms_agree(tmp_path):
+    pts, quads = grid_polygons(4)
+    a = read_mesh(write_polydata(tmp_path / "a.vtk", pts, quads))
+    b = read_mesh(write_polydata(tmp_path / "b.vtk", pts, quads, legacy=True))
+    assert np.array_equal(a.points, b.points) and np.array_equal(a.cells, b.cells)
+    assert np.array_equal(a.cell_element, b.cell_element)
+    mesh = build_polytopic_mesh(a)
+    assert mesh.n_elements == 16 and mesh.measure.sum() == pytest.approx(1.0)
+
+
+POLYGONS = {
+    "L": [(0, 0), (2, 0), (2, 1), (1, 1), (1, 2), (0, 2)],
+    "comb": [(0, 0), (9, 0), (9, 3), (8, 3), (8, 1), (7, 1), (7, 3), (6, 3), (6, 1), (5, 1), (5, 3), (4, 3),
+             (4, 1), (3, 1), (3, 3), (2, 3), (2, 1), (1, 1), (1, 3), (0, 3)],
+    "star": [(np.cos(t) * r, np.sin(t) * r) for t, r in
+             zip(np.linspace(0, 2 * np.pi, 10, endpoint=False), [1, 0.4] * 5)],
+    "clockwise-L": [(0, 0), (0, 2), (1, 2), (1, 1), (2, 1), (2, 0)],
+}
+
+
+@pytest.mark.parametrize("name", list(POLYGONS))
+def test_non_convex_polygons_are_triangulated_inside(name):
+    ring = np.array(POLYGONS[name], dtype=float)
+    poly = shapely.Polygon(ring)
+    assert poly.is_valid
+    tri, owner = triangulate_polygons(ring, np.array([0, len(ring)]), np.arange(len(ring)))
+    assert (owner == 0).all()
+    x = ring[tri]
+    signed = 0.5 * ((x[:, 1, 0] - x[:, 0, 0]) * (x[:, 2, 1] - x[:, 0, 1])
+                    - (x[:, 1, 1] - x[:, 0, 1]) * (x[:, 2, 0] - x[:, 0, 0]))
+    assert (signed > 0).all()
+    assert signed.sum() == pytest.approx(poly.area, rel=1e-12)
+    triangles = shapely.polygons(x)
+    assert shapely.contains(poly.buffer(1e-9), triangles).all()
+    assert shapely.union_all(triangles).symmetric_difference(poly).area < 1e-9 * poly.area
+
+
+def test_mixed_convex_and_non_convex_polygon_mesh():
+    # an L shape and the square that completes it to a 2 x 2 square
+    pts = np.array([(0, 0), (2, 0), (2, 1), (1, 1), (1, 2), (0, 2), (2, 2)], dtype=float)
+    conn = [0, 1, 2, 3, 4, 5, 3, 2, 6, 4]
+    fine = polygon_mesh(pts, [0, 6, 10], conn, source="L+square")
+    mesh = build_polytopic_mesh(fine)
+    assert mesh.n_elements == 2
+    assert mesh.measure.tolist() == pytest.approx([3.0, 1.0])
+    assert mesh.n_interfaces == 1 and mesh.n_interior_faces == 2
+
+
+def test_gmsh_files_with_physical_groups(tmp_path):
+    import meshio
+
+    fine = from_spec("square:4")
+    lines = fine.boundary_facets
+    n = len(fine.points)
+    m = meshio.Mesh(np.column_stack([fine.points, np.zeros(n)]), [("triangle", fine.cells), ("line", lines)],
+                    cell_data={"gmsh:physical": [np.zeros(fine.n_cells, int), fine.boundary_tags],
+                               "gmsh:geometrical": [np.zeros(fine.n_cells, int), fine.boundary_tags]})
+    meshio.write(tmp_path / "square-v2.msh", m, file_format="gmsh22", binary=False)
+    mesh = build_polytopic_mesh(read_mesh(tmp_path / "square-v2.msh"))
+    assert mesh.n_elements == fine.n_cells
+    assert sorted(np.unique(mesh.face_tag[mesh.boundary_faces]).tolist()) == [1, 2, 3, 4]
+    # Gmsh 4.1 (meshio writes one cell type without entity information)
+    m4 = meshio.Mesh(np.column_stack([fine.points, np.zeros(n)]), [("triangle", fine.cells)])
+    meshio.write(tmp_path / "square-v4.msh", m4, file_format="gmsh", binary=False)
+    assert "$MeshFormat\n4.1" in (tmp_path / "square-v4.msh").read_text()
+    mesh4 = build_polytopic_mesh(read_mesh(tmp_path / "square-v4.msh"))
+    assert mesh4.n_elements == fine.n_cells and mesh4.measure.sum() == pytest.approx(1.0)
+    assert (mesh4.face_tag[mesh4.boundary_faces] == 0).all()
+    cube = from_spec("cube:2")
+    m3 = meshio.Mesh(cube.points, [("tetra", cube.cells), ("triangle", cube.boundary_facets)],
+                     cell_data={"gmsh:physical": [np.zeros(cube.n_cells, int), cube.boundary_tags],
+                                "gmsh:geometrical": [np.zeros(cube.n_cells, int), cube.boundary_tags]})
+    meshio.write(tmp_path / "cube.msh", m3, file_format="gmsh22", binary=False)
+    mesh = build_polytopic_mesh(read_mesh(tmp_path / "cube.msh"))
+    assert mesh.dim == 3 and mesh.measure.sum() == pytest.approx(1.0)
+    assert set(mesh.face_tag[mesh.boundary_faces].tolist()) == {1, 2, 3, 4, 5, 6}
+
+
+def test_vtu_polygons_and_triangles(tmp_path):
+    import meshio
+
+    pts, quads = grid_polygons(3)
+    meshio.write(tmp_path / "quads.vtu", meshio.Mesh(np.column_stack([pts, np.zeros(len(pts))]),
+                                                     [("quad", np.array(quads))]))
+    mesh = build_polytopic_mesh(read_mesh(tmp_path / "quads.vtu"))
+    assert mesh.n_elements == 9 and mesh.measure.sum() == pytest.approx(1.0)
+    fine = from_spec("square:3")
+    meshio.write(tmp_path / "tri.vtu", meshio.Mesh(fine.points, [("triangle", fine.cells)]))
+    assert read_mesh(tmp_path / "tri.vtu").n_cells == 18
+
+
+def test_write_vtu_round_trip(tmp_path):
+    import meshio
+
+    mesh = agglomerate(from_spec("square:16"), 12)
+    write_vtu(tmp_path / "m2.vtu", mesh, {"degree": np.full(mesh.n_elements, 2)})
+    back = meshio.read(tmp_path / "m2.vtu")
+    assert sum(len(c.data) for c in back.cells) == mesh.n_elements
+    area = 0.0
+    for block in back.cells:
+        x = back.points[block.data][..., :2]
+        area += 0.5 * np.sum(x[:, :, 0] * np.roll(x[:, :, 1], -1, axis=1) - np.roll(x[:, :, 0], -1, axis=1) * x[:, :, 1])
+    assert area == pytest.approx(1.0)
+    ids = np.concatenate(back.cell_data["element"])
+    assert sorted(ids.tolist()) == list(range(mesh.n_elements))
+    mesh3 = agglomerate(from_spec("cube:3"), 6)
+    write_vtu(tmp_path / "m3.vtu", mesh3)
+    back3 = meshio.read(tmp_path / "m3.vtu")
+    assert len(back3.cells[0].data) == mesh3.n_simplices
+    assert np.array_equal(back3.cell_data["element"][0], mesh3.simplex_element)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def bad_file(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+HEADER = "# vtk DataFile Version 5.1\nx\nASCII\nDATASET POLYDATA\n"
+
+
+@pytest.mark.parametrize(
+    "name, text, words",
+    [
+        ("trunc.vtk", HEADER + "POINTS 4 double\n0 0 0 1 0 0 1 1 0 0 1 0\nPOLYGONS 2 4\nOFFSETS vtktypeint64\n0\n"
+                               "CONNECTIVITY vtktypeint64\n0 1 2 3\n", ["trunc.vtk", "truncated OFFSETS"]),
+        ("short.vtk", HEADER + "POINTS 4 double\n0 0 0 1 0 0 1 1 0 0 1 0\nPOLYGONS 2 4\nOFFSETS vtktypeint64\n0 4\n"
+                               "CONNECTIVITY vtktypeint64\n0 1 2\n", ["short.vtk", "truncated CONNECTIVITY"]),
+        ("legacy.vtk", HEADER + "POINTS 4 double\n0 0 0 1 0 0 1 1 0 0 1 0\nPOLYGONS 2 9\n4 0 1 2 3\n4 0 1\n",
+         ["legacy.vtk", "truncated POLYGONS"]),
+        ("range.vtk", HEADER + "POINTS 4 double\n0 0 0 1 0 0 1 1 0 0 1 0\nPOLYGONS 2 4\nOFFSETS vtktypeint64\n0 4\n"
+                               "CONNECTIVITY vtktypeint64\n0 1 2 7\n", ["range.vtk", "polygon 0", "point 7"]),
+        ("nan.vtk", HEADER + "POINTS 4 double\n0 0 0 1 0 0 nan 1 0 0 1 0\nPOLYGONS 2 4\nOFFSETS vtktypeint64\n0 4\n"
+                             "CONNECTIVITY vtktypeint64\n0 1 2 3\n", ["nan.vtk", "point 2", "non-finite"]),
+        ("word.vtk", HEADER + "POINTS 4 double\n0 0 0 1 0 0 x 1 0 0 1 0\n", ["word.vtk", "truncated POINTS", "'x'"]),
+        ("lines.vtk", HEADER + "POINTS 2 double\n0 0 0 1 0 0\nLINES 1 3\n2 0 1\n", ["lines.vtk", "LINES"]),
+        ("garbage.msh", "this is not a mesh\n", ["garbage.msh", "cannot read"]),
+    ],
+)
+def test_bad_files(tmp_path, name, text, words):
+    with pytest.raises(MeshError) as info:
+        build_polytopic_mesh(read_mesh(bad_file(tmp_path, name, text)))
+    for w in words:
+        assert w in str(info.value)
+
+
+def test_missing_and_unsupported(tmp_path):
+    import meshio
+
+    with pytest.raises(MeshError, match="not found"):
+        load_mesh(tmp_path / "nope.vtk")
+    hexa = meshio.Mesh(np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0], [0, 0, 1], [1, 0, 1], [1, 1, 1],
+                                 [0, 1, 1]], float), [("hexahedron", np.arange(8)[None])])
+    meshio.write(tmp_path / "hex.vtu", hexa)
+    with pytest.raises(MeshError, match="unsupported cell types"):
+        read_mesh(tmp_path / "hex.vtu")
+    lines = meshio.Mesh(np.array([[0, 0, 0], [1, 0, 0]], float), [("line", np.array([[0, 1]]))])
+    meshio.write(tmp_path / "lines.vtu", lines)
+    with pytest.raises(MeshError, match="unsupported cell types"):
+        read_mesh(tmp_path / "lines.vtu")
+
+
+def test_hanging_node_in_polygon_file(tmp_path):
+    # two unit squares on the left, one 1 x 2 rectangle on the right: a T-junction
+    pts = [(0, 0), (1, 0), (1, 1), (0, 1), (1, 2), (0, 2), (2, 0), (2, 2)]
+    polys = [[0, 1, 2, 3], [3, 2, 4, 5], [1, 6, 7, 4]]
+    with pytest.raises(MeshError, match="unmatched facet inside the domain"):
+        build_polytopic_mesh(read_mesh(write_polydata(tmp_path / "t.vtk", pts, polys)))
