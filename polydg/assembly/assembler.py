@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..backend import resolve_backend
-from ..basis import multi_indices
+from ..basis import legendre_recurrence, multi_indices
 from ..errors import OptionError
 from ..quadrature import default_degree
 from . import kernels as K
@@ -228,6 +228,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     degree = space.degree
     nbasis = space.element_dofs
     table = np.ascontiguousarray(multi_indices(space.max_degree, d))
+    rec = legendre_recurrence(space.max_degree, dtype)
     coeff = _Coefficients(problem, d, dtype)
     timer = _Timer()
     t = time.perf_counter()
@@ -289,7 +290,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         X, W = batch.x.astype(dtype), batch.weight.astype(dtype)
         A, B, C, F = coeff.volume(batch.x, want_load=True)
         if approach == "2":
-            args = (mesh.element_offsets, s_lo, batch.offsets, X, W, A, B, C, F, lo, hi, degree, nbasis, table,
+            args = (mesh.element_offsets, s_lo, batch.offsets, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
                     pattern.row_base, pattern.row_width, pattern.block_start, pattern.diag_entry,
                     space.dof_offsets, pattern.first_row, True, data, rhs)
             warm("element", lambda: K.element_rows(e_lo, e_lo, *args))
@@ -303,7 +304,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
             load_off = np.r_[0, np.cumsum(nbasis[se])].astype(np.int64)
             vals = np.empty(int(vals_off[-1]), dtype=dtype)
             loads = np.empty(int(load_off[-1]), dtype=dtype)
-            args = (mesh.simplex_element, batch.offsets, X, W, A, B, C, F, lo, hi, degree, nbasis, table, True,
+            args = (mesh.simplex_element, batch.offsets, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec, True,
                     vals, vals_off, loads, load_off)
             warm("simplex", lambda: K.simplex_blocks(s_lo, s_lo, *args))
             t = time.perf_counter()
@@ -328,7 +329,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
                 X, W = batch.x.astype(dtype), batch.weight.astype(dtype)
                 A, B = coeff.interior(batch.x)
                 args = (pattern.adj_offsets, pattern.adj_col, adj_interface, mesh.interface_offsets, face_local,
-                        batch.offsets, X, W, A, B, normal, sigma, lo, hi, degree, nbasis, table,
+                        batch.offsets, X, W, A, B, normal, sigma, lo, hi, degree, nbasis, table, rec,
                         pattern.row_base, pattern.row_width, pattern.block_start, pattern.diag_entry, data)
                 warm("interior", lambda: K.interior_rows(e_lo, e_lo, *args))
                 t = time.perf_counter()
@@ -349,7 +350,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
                 vals_off = np.r_[0, np.cumsum(per_face)].astype(np.int64)
                 vals = np.empty(int(vals_off[-1]), dtype=dtype)
                 args = (mesh.face_elements, face_local, batch.offsets, X, W, A, B, normal, sigma, lo, hi, degree,
-                        nbasis, table, vals, vals_off)
+                        nbasis, table, rec, vals, vals_off)
                 warm("interior-entity", lambda: K.interior_face_blocks(faces[:0], *args))
                 t = time.perf_counter()
                 K.interior_face_blocks(faces, *args)
@@ -383,7 +384,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
             A, B, GD, GN, NEU = coeff.boundary(batch.x, normals)
             if approach == "2":
                 args = (boundary_offsets, face_local, batch.offsets, X, W, A, B, GD, GN, NEU, normal, sigma, lo, hi,
-                        degree, nbasis, table, pattern.row_base, pattern.row_width, pattern.block_start,
+                        degree, nbasis, table, rec, pattern.row_base, pattern.row_width, pattern.block_start,
                         pattern.diag_entry, space.dof_offsets, pattern.first_row, data, rhs)
                 warm(f"boundary{mode}", lambda: K.boundary_rows(mode, e_lo, e_lo, *args))
                 t = time.perf_counter()
@@ -396,7 +397,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
                 vals = np.empty(int(vals_off[-1]), dtype=dtype)
                 loads = np.empty(int(load_off[-1]), dtype=dtype)
                 args = (mesh.face_elements, face_local, batch.offsets, X, W, A, B, GD, GN, NEU, normal, sigma,
-                        lo, hi, degree, nbasis, table, vals, vals_off, loads, load_off)
+                        lo, hi, degree, nbasis, table, rec, vals, vals_off, loads, load_off)
                 warm(f"boundary-entity{mode}", lambda: K.boundary_face_blocks(mode, faces[:0], *args))
                 t = time.perf_counter()
                 K.boundary_face_blocks(mode, faces, *args)

@@ -23,8 +23,10 @@ from numba import njit
 def volume_point(w, phi, grad, nb, A, b, c, block, ag, bg):  # pragma: no cover - compiled
     """block[i, j] += w (A grad phi_j . grad phi_i + (b . grad phi_j + c phi_j) phi_i).
 
-    ``ag`` (nb, d) and ``bg`` (nb,) are scratch: the trial side is contracted
-    with the coefficients first, so the (i, j) loop costs d + 1 products.
+    The trial side is contracted with the coefficients first, into ``ag``
+    (d, nb) = w A grad phi_j and ``bg`` (nb,) = w (b . grad phi_j + c phi_j);
+    then each row i is one pass over j, contiguous in memory so the compiler
+    vectorises it: block[i, :] += phi_i bg + sum_k grad_ik ag[k, :].
     """
     d = grad.shape[1]
     for j in range(nb):
@@ -33,15 +35,26 @@ def volume_point(w, phi, grad, nb, A, b, c, block, ag, bg):  # pragma: no cover 
             t = A[k, 0] * grad[j, 0]
             for m in range(1, d):
                 t += A[k, m] * grad[j, m]
-            ag[j, k] = w * t
+            ag[k, j] = w * t
             s += b[k] * grad[j, k]
         bg[j] = w * s
-    for i in range(nb):
-        for j in range(nb):
-            t = phi[i] * bg[j]
-            for k in range(d):
-                t += grad[i, k] * ag[j, k]
-            block[i, j] += t
+    if d == 3:
+        for i in range(nb):
+            p, g0, g1, g2 = phi[i], grad[i, 0], grad[i, 1], grad[i, 2]
+            for j in range(nb):
+                block[i, j] += p * bg[j] + g0 * ag[0, j] + g1 * ag[1, j] + g2 * ag[2, j]
+    elif d == 2:
+        for i in range(nb):
+            p, g0, g1 = phi[i], grad[i, 0], grad[i, 1]
+            for j in range(nb):
+                block[i, j] += p * bg[j] + g0 * ag[0, j] + g1 * ag[1, j]
+    else:
+        for i in range(nb):
+            for j in range(nb):
+                t = phi[i] * bg[j]
+                for k in range(d):
+                    t += grad[i, k] * ag[k, j]
+                block[i, j] += t
 
 
 @njit(cache=True, inline="always")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..basis import eval_basis_point_inline as eval_basis_point
+from ..basis import element_box_tables, eval_basis_point_scaled
 from .forms import dirichlet_point, inflow_point, interior_face_point, load_point, neumann_point, normal_flux, volume_point
 
 DIFFUSIVE, INFLOW = 0, 1
@@ -52,32 +52,31 @@ def _dot_normal(A, n, An):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def simplex_accumulate(e, r0, r1, X, W, A, B, C, F, lo, hi, p, table, nb, want_load,
+def simplex_accumulate(r0, r1, X, W, A, B, C, F, box, scale, rec, p, table, nb, want_load,
                        leg, dleg, phi, grad, ag, bg, block, vec):  # pragma: no cover - compiled
-    """Add the volume terms of the points r0:r1 (one sub-simplex of element e)."""
+    """Add the volume terms of the points r0:r1 (one sub-simplex of an element with basis tables box, scale)."""
     for r in range(r0, r1):
-        eval_basis_point(X[r], lo[e], hi[e], p, table, nb, leg, dleg, phi, grad)
+        eval_basis_point_scaled(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, grad)
         volume_point(W[r], phi, grad, nb, A[_row(r, A)], B[_row(r, B)], C[_row(r, C)], block, ag, bg)
         if want_load:
             load_point(W[r], phi, nb, F[_row(r, F)], vec)
 
 
 @njit(cache=True)
-def interior_face_accumulate(e, c, sign, f, r0, r1, X, W, A, B, normal, sigma, lo, hi, degree, nbasis, table,
-                             n, An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN, bKK, bKN):  # pragma: no cover
-    """Add the rows of element e at the points r0:r1 of face f shared with element c.
+def interior_face_accumulate(sign, f, r0, r1, X, W, A, B, normal, sigma, boxK, scaleK, pK, nbK, boxN, scaleN, pN,
+                             nbN, rec, table, n, An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN,
+                             bKK, bKN):  # pragma: no cover - compiled
+    """Add the rows of element K at the points r0:r1 of face f shared with element N.
 
-    ``sign`` is +1 when the stored face normal points from e to c, else -1.
+    ``sign`` is +1 when the stored face normal points from K to N, else -1.
     """
     d = X.shape[1]
     for k in range(d):
         n[k] = sign * normal[f, k]
-    pK, pN = degree[e], degree[c]
-    nbK, nbN = nbasis[e], nbasis[c]
     s = sigma[f]
     for r in range(r0, r1):
-        eval_basis_point(X[r], lo[e], hi[e], pK, table, nbK, leg, dleg, phiK, gradK)
-        eval_basis_point(X[r], lo[c], hi[c], pN, table, nbN, leg, dleg, phiN, gradN)
+        eval_basis_point_scaled(X[r], boxK, scaleK, rec, pK, table, nbK, leg, dleg, phiK, gradK)
+        eval_basis_point_scaled(X[r], boxN, scaleN, rec, pN, table, nbN, leg, dleg, phiN, gradN)
         _dot_normal(A[_row(r, A)], n, An)
         normal_flux(gradK, nbK, An, fluxK)
         normal_flux(gradN, nbN, An, fluxN)
@@ -89,9 +88,9 @@ def interior_face_accumulate(e, c, sign, f, r0, r1, X, W, A, B, normal, sigma, l
 
 
 @njit(cache=True)
-def boundary_face_accumulate(mode, e, f, r0, r1, X, W, A, B, GD, GN, NEU, normal, sigma, lo, hi, p, table, nb,
-                             An, leg, dleg, phi, grad, flux, block, vec):  # pragma: no cover - compiled
-    """Add the boundary terms of face f (points r0:r1) to element e's rows.
+def boundary_face_accumulate(mode, f, r0, r1, X, W, A, B, GD, GN, NEU, normal, sigma, box, scale, rec, p, table,
+                             nb, An, leg, dleg, phi, grad, flux, block, vec):  # pragma: no cover - compiled
+    """Add the boundary terms of face f (points r0:r1) to the rows of its element.
 
     mode DIFFUSIVE: where n.A n > 0, Dirichlet SIP terms or the Neumann load;
     mode INFLOW: where b.n < 0 off the Neumann part, the upwind terms.
@@ -104,7 +103,7 @@ def boundary_face_accumulate(mode, e, f, r0, r1, X, W, A, B, GD, GN, NEU, normal
         if mode == DIFFUSIVE:
             if not ana > 0:
                 continue
-            eval_basis_point(X[r], lo[e], hi[e], p, table, nb, leg, dleg, phi, grad)
+            eval_basis_point_scaled(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, grad)
             if neumann:
                 neumann_point(W[r], phi, nb, GN[_row(r, GN)], vec)
             else:
@@ -116,7 +115,7 @@ def boundary_face_accumulate(mode, e, f, r0, r1, X, W, A, B, GD, GN, NEU, normal
             for k in range(1, d):
                 bn += b[k] * n[k]
             if bn < 0 and not (ana > 0 and neumann):
-                eval_basis_point(X[r], lo[e], hi[e], p, table, nb, leg, dleg, phi, grad)
+                eval_basis_point_scaled(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, grad)
                 inflow_point(W[r], phi, nb, bn, GD[_row(r, GD)], block, vec)
 
 
@@ -143,7 +142,7 @@ def _add_vec(rhs, first, vec, n):  # pragma: no cover - compiled
 
 
 @njit(parallel=True, cache=True)
-def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table,
+def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
                  row_base, row_width, block_start, diag_entry, dof_offsets, first_row, want_load,
                  data, rhs):  # pragma: no cover - compiled
     """Volume terms of the elements e_lo:e_hi, summed over their sub-simplices in order."""
@@ -160,11 +159,14 @@ def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, h
         dleg = np.empty((d, pmax + 1), data.dtype)
         phi = np.empty(nb, data.dtype)
         grad = np.empty((nb, d), data.dtype)
-        ag = np.empty((nb, d), data.dtype)
+        ag = np.empty((d, nb), data.dtype)
         bg = np.empty(nb, data.dtype)
+        box = np.empty((d, 2), data.dtype)
+        scale = np.empty((d, pmax + 1), data.dtype)
+        element_box_tables(lo[e], hi[e], degree[e], box, scale)
         for s in range(element_offsets[e], element_offsets[e + 1]):
             sl = s - s_lo
-            simplex_accumulate(e, pts[sl], pts[sl + 1], X, W, A, B, C, F, lo, hi, degree[e], table, nb,
+            simplex_accumulate(pts[sl], pts[sl + 1], X, W, A, B, C, F, box, scale, rec, degree[e], table, nb,
                                want_load, leg, dleg, phi, grad, ag, bg, block, vec)
         _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
         _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
@@ -172,7 +174,7 @@ def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, h
 
 @njit(parallel=True, cache=True)
 def interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_offsets, face_local, pts,
-                  X, W, A, B, normal, sigma, lo, hi, degree, nbasis, table,
+                  X, W, A, B, normal, sigma, lo, hi, degree, nbasis, table, rec,
                   row_base, row_width, block_start, diag_entry, data):  # pragma: no cover - compiled
     """Interior-face terms of the rows of elements e_lo:e_hi.
 
@@ -199,6 +201,11 @@ def interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_off
         phiN = np.empty(nbmax, data.dtype)
         gradN = np.empty((nbmax, d), data.dtype)
         fluxN = np.empty(nbmax, data.dtype)
+        boxK = np.empty((d, 2), data.dtype)
+        scaleK = np.empty((d, pmax + 1), data.dtype)
+        boxN = np.empty((d, 2), data.dtype)
+        scaleN = np.empty((d, pmax + 1), data.dtype)
+        element_box_tables(lo[e], hi[e], degree[e], boxK, scaleK)
         for k in range(adj_offsets[e], adj_offsets[e + 1]):
             t = adj_interface[k]
             if t < 0:
@@ -206,19 +213,20 @@ def interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_off
             c = adj_col[k]
             sign = 1.0 if e < c else -1.0
             nbN = nbasis[c]
+            element_box_tables(lo[c], hi[c], degree[c], boxN, scaleN)
             bKN[:, :] = 0.0
             for f in range(interface_offsets[t], interface_offsets[t + 1]):
                 fl = face_local[f]
-                interior_face_accumulate(e, c, sign, f, pts[fl], pts[fl + 1], X, W, A, B, normal, sigma, lo, hi,
-                                         degree, nbasis, table, n, An, leg, dleg, phiK, gradK, fluxK,
-                                         phiN, gradN, fluxN, bKK, bKN)
+                interior_face_accumulate(sign, f, pts[fl], pts[fl + 1], X, W, A, B, normal, sigma, boxK, scaleK,
+                                         degree[e], nbK, boxN, scaleN, degree[c], nbN, rec, table, n, An, leg, dleg,
+                                         phiK, gradK, fluxK, phiN, gradN, fluxN, bKK, bKN)
             _add_block(data, row_base[e], row_width[e], block_start[k], bKN, nbK, nbN)
         _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], bKK, nbK, nbK)
 
 
 @njit(parallel=True, cache=True)
 def boundary_rows(mode, e_lo, e_hi, boundary_offsets, face_local, pts, X, W, A, B, GD, GN, NEU, normal, sigma,
-                  lo, hi, degree, nbasis, table, row_base, row_width, block_start, diag_entry, dof_offsets,
+                  lo, hi, degree, nbasis, table, rec, row_base, row_width, block_start, diag_entry, dof_offsets,
                   first_row, data, rhs):  # pragma: no cover - compiled
     """Boundary-face terms (``mode`` DIFFUSIVE or INFLOW) of the rows of elements e_lo:e_hi."""
     d = X.shape[1]
@@ -239,10 +247,13 @@ def boundary_rows(mode, e_lo, e_hi, boundary_offsets, face_local, pts, X, W, A, 
         phi = np.empty(nb, data.dtype)
         grad = np.empty((nb, d), data.dtype)
         flux = np.empty(nb, data.dtype)
+        box = np.empty((d, 2), data.dtype)
+        scale = np.empty((d, pmax + 1), data.dtype)
+        element_box_tables(lo[e], hi[e], degree[e], box, scale)
         for f in range(f0, f1):
             fl = face_local[f]
-            boundary_face_accumulate(mode, e, f, pts[fl], pts[fl + 1], X, W, A, B, GD, GN, NEU, normal, sigma,
-                                     lo, hi, degree[e], table, nb, An, leg, dleg, phi, grad, flux, block, vec)
+            boundary_face_accumulate(mode, f, pts[fl], pts[fl + 1], X, W, A, B, GD, GN, NEU, normal, sigma,
+                                     box, scale, rec, degree[e], table, nb, An, leg, dleg, phi, grad, flux, block, vec)
         _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
         _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
 
@@ -252,7 +263,7 @@ def boundary_rows(mode, e_lo, e_hi, boundary_offsets, face_local, pts, X, W, A, 
 
 
 @njit(parallel=True, cache=True)
-def simplex_blocks(s_lo, s_hi, simplex_element, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table,
+def simplex_blocks(s_lo, s_hi, simplex_element, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
                    want_load, vals, vals_offsets, loads, load_offsets):  # pragma: no cover - compiled
     """The volume block of every sub-simplex s_lo:s_hi, each into its own buffer slot."""
     d = X.shape[1]
@@ -270,9 +281,12 @@ def simplex_blocks(s_lo, s_hi, simplex_element, pts, X, W, A, B, C, F, lo, hi, d
         dleg = np.empty((d, pmax + 1), vals.dtype)
         phi = np.empty(nb, vals.dtype)
         grad = np.empty((nb, d), vals.dtype)
-        ag = np.empty((nb, d), vals.dtype)
+        ag = np.empty((d, nb), vals.dtype)
         bg = np.empty(nb, vals.dtype)
-        simplex_accumulate(e, pts[sl], pts[sl + 1], X, W, A, B, C, F, lo, hi, degree[e], table, nb,
+        box = np.empty((d, 2), vals.dtype)
+        scale = np.empty((d, pmax + 1), vals.dtype)
+        element_box_tables(lo[e], hi[e], degree[e], box, scale)
+        simplex_accumulate(pts[sl], pts[sl + 1], X, W, A, B, C, F, box, scale, rec, degree[e], table, nb,
                            want_load, leg, dleg, phi, grad, ag, bg, block, vec)
         v0 = vals_offsets[sl]
         for i in range(nb):
@@ -283,7 +297,7 @@ def simplex_blocks(s_lo, s_hi, simplex_element, pts, X, W, A, B, C, F, lo, hi, d
 
 @njit(parallel=True, cache=True)
 def interior_face_blocks(faces, face_elements, face_local, pts, X, W, A, B, normal, sigma, lo, hi, degree,
-                         nbasis, table, vals, vals_offsets):  # pragma: no cover - compiled
+                         nbasis, table, rec, vals, vals_offsets):  # pragma: no cover - compiled
     """The four blocks (K1K1, K1K2, K2K2, K2K1) of every listed interior face.
 
     Slot layout of face t: [K1K1 (n1 x n1), K1K2 (n1 x n2), K2K2 (n2 x n2), K2K1 (n2 x n1)].
@@ -306,17 +320,23 @@ def interior_face_blocks(faces, face_elements, face_local, pts, X, W, A, B, norm
         phiN = np.empty(nbmax, vals.dtype)
         gradN = np.empty((nbmax, d), vals.dtype)
         fluxN = np.empty(nbmax, vals.dtype)
+        boxK = np.empty((d, 2), vals.dtype)
+        scaleK = np.empty((d, pmax + 1), vals.dtype)
+        boxN = np.empty((d, 2), vals.dtype)
+        scaleN = np.empty((d, pmax + 1), vals.dtype)
         pos = vals_offsets[t]
         for side in range(2):
             e = face_elements[f, side]
             c = face_elements[f, 1 - side]
             sign = 1.0 if side == 0 else -1.0
             nbK, nbN = nbasis[e], nbasis[c]
+            element_box_tables(lo[e], hi[e], degree[e], boxK, scaleK)
+            element_box_tables(lo[c], hi[c], degree[c], boxN, scaleN)
             bKK = np.zeros((nbK, nbK), vals.dtype)
             bKN = np.zeros((nbK, nbN), vals.dtype)
-            interior_face_accumulate(e, c, sign, f, pts[fl], pts[fl + 1], X, W, A, B, normal, sigma, lo, hi,
-                                     degree, nbasis, table, n, An, leg, dleg, phiK, gradK, fluxK,
-                                     phiN, gradN, fluxN, bKK, bKN)
+            interior_face_accumulate(sign, f, pts[fl], pts[fl + 1], X, W, A, B, normal, sigma, boxK, scaleK,
+                                     degree[e], nbK, boxN, scaleN, degree[c], nbN, rec, table, n, An, leg, dleg,
+                                     phiK, gradK, fluxK, phiN, gradN, fluxN, bKK, bKN)
             for i in range(nbK):
                 for j in range(nbK):
                     vals[pos] = bKK[i, j]
@@ -329,7 +349,7 @@ def interior_face_blocks(faces, face_elements, face_local, pts, X, W, A, B, norm
 
 @njit(parallel=True, cache=True)
 def boundary_face_blocks(mode, faces, face_elements, face_local, pts, X, W, A, B, GD, GN, NEU, normal, sigma,
-                         lo, hi, degree, nbasis, table, vals, vals_offsets, loads, load_offsets):  # pragma: no cover
+                         lo, hi, degree, nbasis, table, rec, vals, vals_offsets, loads, load_offsets):  # pragma: no cover
     """The block and load of every listed boundary face (``mode`` DIFFUSIVE or INFLOW)."""
     d = X.shape[1]
     nbmax = table.shape[0]
@@ -349,8 +369,11 @@ def boundary_face_blocks(mode, faces, face_elements, face_local, pts, X, W, A, B
         phi = np.empty(nb, vals.dtype)
         grad = np.empty((nb, d), vals.dtype)
         flux = np.empty(nb, vals.dtype)
-        boundary_face_accumulate(mode, e, f, pts[fl], pts[fl + 1], X, W, A, B, GD, GN, NEU, normal, sigma,
-                                 lo, hi, degree[e], table, nb, An, leg, dleg, phi, grad, flux, block, vec)
+        box = np.empty((d, 2), vals.dtype)
+        scale = np.empty((d, pmax + 1), vals.dtype)
+        element_box_tables(lo[e], hi[e], degree[e], box, scale)
+        boundary_face_accumulate(mode, f, pts[fl], pts[fl + 1], X, W, A, B, GD, GN, NEU, normal, sigma,
+                                 box, scale, rec, degree[e], table, nb, An, leg, dleg, phi, grad, flux, block, vec)
         v0 = vals_offsets[t]
         for i in range(nb):
             for j in range(nb):
