@@ -20,9 +20,11 @@ Three reductions give the same matrix up to round-off:
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 
@@ -38,7 +40,7 @@ from .points import PointBatch, compile_point_kernels, point_counts, simplex_poi
 APPROACHES = ("2", "atomic", "1")
 PRECISIONS = {"double": np.float64, "single": np.float32}
 TIMING_KEYS = ("element_kernel", "interior_kernel", "boundary_kernel", "inflow_kernel",
-               "total_kernels", "indices", "penalty", "total_assembly", "jit")
+               "total_kernels", "indices", "quadrature_points", "coefficients", "penalty", "total_assembly", "jit")
 
 #: bytes of working memory per quadrature point (points, weights, normals,
 #: coefficients and the temporaries of their evaluation), used to size chunks
@@ -68,43 +70,71 @@ class AssemblyResult:
 # coefficient batches
 
 
+#: batches of at least this many points are evaluated by several threads
+PARALLEL_COEFFICIENTS_FROM = 100_000
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=max(1, numba.config.NUMBA_NUM_THREADS))
+    return _POOL
+
+
 class _Coefficients:
     """The problem's coefficients at a batch of points, as kernel-ready arrays.
 
     Missing coefficients are a single zero row; constant ones a single row.
+    Large batches are split over threads (NumPy's ufuncs release the GIL), so
+    coefficient callables must be pure functions of their arguments, as the
+    Problem contract asks; ``threads=1`` turns this off.
     """
 
-    def __init__(self, problem, d: int, dtype):
-        self.problem, self.d, self.dtype = problem, d, dtype
+    def __init__(self, problem, d: int, dtype, threads: int):
+        self.problem, self.d, self.dtype, self.threads = problem, d, dtype, threads
 
-    def _cast(self, a: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(a, dtype=self.dtype)
+    def _eval(self, name: str, method, *args):
+        """``method(*args)`` cast to the working precision, in parallel pieces for large batches."""
+        n = len(args[0])
+        if self.problem.is_constant(name) or self.threads < 2 or n < PARALLEL_COEFFICIENTS_FROM:
+            return np.ascontiguousarray(method(*args), dtype=self.dtype)
+        cuts = np.linspace(0, n, self.threads + 1).astype(np.int64)
+        parts = list(_pool().map(lambda ab: method(*(a[ab[0]:ab[1]] for a in args)), zip(cuts[:-1], cuts[1:])))
+        if any(len(part) != b - a for part, a, b in zip(parts, cuts[:-1], cuts[1:])):
+            return np.ascontiguousarray(method(*args), dtype=self.dtype)  # a constant after all
+        out = np.empty((n,) + parts[0].shape[1:], dtype=self.dtype)
+        for part, a, b in zip(parts, cuts[:-1], cuts[1:]):
+            out[a:b] = part
+        return out
+
+    def _A(self, x):
+        p = self.problem
+        return self._eval("diffusion", p.diffusion_at, x) if p.has_diffusion else np.zeros((1, self.d, self.d), self.dtype)
+
+    def _B(self, x):
+        p = self.problem
+        return self._eval("advection", p.advection_at, x) if p.has_advection else np.zeros((1, self.d), self.dtype)
 
     def volume(self, x: np.ndarray, want_load: bool):
-        p, d = self.problem, self.d
-        A = p.diffusion_at(x) if p.has_diffusion else np.zeros((1, d, d))
-        B = p.advection_at(x) if p.has_advection else np.zeros((1, d))
-        C = p.reaction_at(x) if p.reaction is not None else np.zeros(1)
-        F = p.source_at(x) if (want_load and p.source is not None) else np.zeros(1)
-        return tuple(self._cast(a) for a in (A, B, C, F))
+        p = self.problem
+        C = self._eval("reaction", p.reaction_at, x) if p.reaction is not None else np.zeros(1, self.dtype)
+        F = self._eval("source", p.source_at, x) if (want_load and p.source is not None) else np.zeros(1, self.dtype)
+        return self._A(x), self._B(x), C, F
 
     def interior(self, x: np.ndarray):
-        p, d = self.problem, self.d
-        A = p.diffusion_at(x) if p.has_diffusion else np.zeros((1, d, d))
-        B = p.advection_at(x) if p.has_advection else np.zeros((1, d))
-        return self._cast(A), self._cast(B)
+        return self._A(x), self._B(x)
 
     def boundary(self, x: np.ndarray, normals: np.ndarray):
-        p, d = self.problem, self.d
-        A = p.diffusion_at(x) if p.has_diffusion else np.zeros((1, d, d))
-        B = p.advection_at(x) if p.has_advection else np.zeros((1, d))
-        GD = p.dirichlet_at(x) if p.dirichlet is not None else np.zeros(1)
+        p = self.problem
+        GD = self._eval("dirichlet", p.dirichlet_at, x) if p.dirichlet is not None else np.zeros(1, self.dtype)
         if p.is_neumann is not None and p.has_diffusion:
-            NEU = np.asarray(p.neumann_mask(x, normals), dtype=np.int8)
-            GN = p.neumann_at(x, normals) if (p.neumann is not None and NEU.any()) else np.zeros(1)
+            NEU = np.ascontiguousarray(p.neumann_mask(x, normals), dtype=np.int8)
+            GN = (np.ascontiguousarray(p.neumann_at(x, normals), dtype=self.dtype)
+                  if (p.neumann is not None and NEU.any()) else np.zeros(1, self.dtype))
         else:
-            NEU, GN = np.zeros(1, dtype=np.int8), np.zeros(1)
-        return (self._cast(A), self._cast(B), self._cast(GD), self._cast(GN), np.ascontiguousarray(NEU))
+            NEU, GN = np.zeros(1, dtype=np.int8), np.zeros(1, self.dtype)
+        return self._A(x), self._B(x), GD, GN, NEU
 
 
 # ---------------------------------------------------------------------------
@@ -229,7 +259,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     nbasis = space.element_dofs
     table = np.ascontiguousarray(multi_indices(space.max_degree, d))
     rec = legendre_recurrence(space.max_degree, dtype)
-    coeff = _Coefficients(problem, d, dtype)
+    coeff = _Coefficients(problem, d, dtype, numba.get_num_threads())
     timer = _Timer()
     t = time.perf_counter()
     compile_pattern_kernels()
@@ -288,7 +318,9 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         q = default_degree(degree[mesh.simplex_element[s_lo:s_hi]], quadrature_extra)
         batch = simplex_points(mesh.points[mesh.simplices[s_lo:s_hi]], mesh.simplex_volume[s_lo:s_hi], q)
         X, W = batch.x.astype(dtype), batch.weight.astype(dtype)
+        t = timer.add("quadrature_points", t)
         A, B, C, F = coeff.volume(batch.x, want_load=True)
+        t = timer.add("coefficients", t)
         if approach == "2":
             args = (mesh.element_offsets, s_lo, batch.offsets, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
                     pattern.row_base, pattern.row_width, pattern.block_start, pattern.diag_entry,
@@ -325,9 +357,12 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
                 ifs = np.flatnonzero(((ie[:, 0] >= e_lo) & (ie[:, 0] < e_hi)) | ((ie[:, 1] >= e_lo) & (ie[:, 1] < e_hi)))
                 faces = _expand_ranges(mesh.interface_offsets[ifs], mesh.interface_offsets[ifs + 1])
                 face_local[faces] = np.arange(len(faces))
+                t = time.perf_counter()
                 batch = _face_point_batch(mesh, faces, face_q[faces])
                 X, W = batch.x.astype(dtype), batch.weight.astype(dtype)
+                t = timer.add("quadrature_points", t)
                 A, B = coeff.interior(batch.x)
+                timer.add("coefficients", t)
                 args = (pattern.adj_offsets, pattern.adj_col, adj_interface, mesh.interface_offsets, face_local,
                         batch.offsets, X, W, A, B, normal, sigma, lo, hi, degree, nbasis, table, rec,
                         pattern.row_base, pattern.row_width, pattern.block_start, pattern.diag_entry, data)
@@ -378,10 +413,13 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
                 continue
             faces = np.arange(f0, f1, dtype=np.int64)
             face_local[faces] = np.arange(len(faces))
+            t = time.perf_counter()
             batch = _face_point_batch(mesh, faces, face_q[faces])
             X, W = batch.x.astype(dtype), batch.weight.astype(dtype)
             normals = np.repeat(mesh.face_normal[faces], np.diff(batch.offsets), axis=0)
+            t = timer.add("quadrature_points", t)
             A, B, GD, GN, NEU = coeff.boundary(batch.x, normals)
+            timer.add("coefficients", t)
             if approach == "2":
                 args = (boundary_offsets, face_local, batch.offsets, X, W, A, B, GD, GN, NEU, normal, sigma, lo, hi,
                         degree, nbasis, table, rec, pattern.row_base, pattern.row_width, pattern.block_start,
