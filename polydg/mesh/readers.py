@@ -32,6 +32,11 @@ def load_mesh(spec: str | os.PathLike) -> SimplexMesh:
     text = os.fspath(spec)
     if is_generator_spec(text):
         return from_spec(text)
+    if not Path(text).exists() and ":" in text and "/" not in text and "." not in text.split(":")[0]:
+        from .generators import GENERATORS
+
+        raise MeshError(f"mesh {text!r} is neither a file nor a known generator: unknown mesh generator "
+                        f"{text.split(':')[0]!r} (known: {', '.join(GENERATORS)})")
     return read_mesh(text)
 
 

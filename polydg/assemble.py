@@ -1,0 +1,251 @@
+"""``python -m polydg.assemble``: assemble (and solve) an IP-dG system from the command line.
+
+With no arguments it runs a small 2D default (the paper's 2D problem on a
+unit square of 8,192 triangles agglomerated into 256 polygons, p = 2, solved
+directly) and prints what it did.  Run ``python -m polydg.assemble --help``
+for the options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import OptionError, PolyDGError
+
+DEFAULT_MESH = "square:64"
+DEFAULT_AGGLOMERATE = 256
+
+EPILOG = """\
+examples:
+  python -m polydg.assemble
+      the default: paper-2d on square:64 agglomerated into 256 elements, p = 2, solved
+  python -m polydg.assemble --mesh cube:16 --agglomerate 3000 --degree 2 --problem paper-3d --solve
+  python -m polydg.assemble --mesh ../shared/meshes/unit_square_voronoi_1000_cells.vtk \\
+      --degree 1:3 --seed 4 --problem poisson --solve iterative --output out/
+  python -m polydg.assemble --mesh oscillating-square:200 --agglomerate 2000 --approach 1 --repeat 3
+  python -m polydg.assemble --problem my_problems.py:convection --mesh square:32 --json run.json
+
+meshes: square:N, cube:N, oscillating-square:N (options :perturb=F:seed=S), or a file
+  (Gmsh .msh, VTU and other meshio formats, legacy VTK POLYDATA polygons).
+problems: paper-2d, paper-3d, poisson, advection, change-of-type, neumann,
+  polynomial:P[:KIND[:SEED]], path/to/file.py:NAME or package.module:NAME.
+output (--output DIR): matrix.npz (scipy.sparse.save_npz), rhs.npy, solution.npy (with --solve),
+  solution.vtu (element id, degree, element means of the solution), summary.json.
+exit codes: 0 success, 2 bad input (one line on stderr), 1 internal error.
+"""
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit code 2, like every other input error
+        raise OptionError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _ArgumentParser(prog="python -m polydg.assemble", description=__doc__.split("\n\n")[0],
+                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("problem")
+    g.add_argument("--mesh", help=f"generator spec or mesh file (default {DEFAULT_MESH})")
+    g.add_argument("--agglomerate", type=int, metavar="N",
+                   help=f"agglomerate the fine cells into about N elements with METIS; 0 keeps the input cells "
+                        f"(default {DEFAULT_AGGLOMERATE} for the default mesh, else 0)")
+    g.add_argument("--degree", default="2", metavar="P|P1:P2",
+                   help="polynomial degree, or random degrees in [P1, P2] per element (default 2)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the random degrees (default 0)")
+    g.add_argument("--problem", default="paper",
+                   help="built-in name, file.py:NAME or module:NAME (default paper, i.e. paper-2d / paper-3d)")
+    a = p.add_argument_group("assembly")
+    a.add_argument("--precision", default="double", choices=("double", "single"))
+    a.add_argument("--approach", default="2", choices=("2", "atomic", "1"),
+                   help="2: reproducible row kernels (default); atomic: scatter-add; 1: COO baseline")
+    a.add_argument("--backend", default="numpy", choices=("numpy", "cupy", "auto"))
+    a.add_argument("--penalty", type=float, default=10.0, metavar="C", help="penalty constant C_sigma (default 10)")
+    a.add_argument("--penalty-kind", default="classical", choices=("classical", "paper"),
+                   help="sigma = C a p^2 / h (classical, default) or the paper's Appendix A")
+    a.add_argument("--quadrature-extra", type=int, default=0, metavar="K",
+                   help="exactness degree 2p + 1 + K (default 0; raise for rough coefficients)")
+    a.add_argument("--memory-budget", type=float, default=1024.0, metavar="MB",
+                   help="working memory of one chunk of quadrature points (default 1024)")
+    a.add_argument("--repeat", type=int, default=1, metavar="N", help="report the median of N assemblies")
+    o = p.add_argument_group("solve and output")
+    o.add_argument("--solve", nargs="?", const="direct", choices=("direct", "iterative"),
+                   help="solve with SciPy (default direct; the default run solves)")
+    o.add_argument("--output", metavar="DIR", help="write matrix.npz, rhs.npy, solution.npy/.vtu, summary.json")
+    o.add_argument("--json", metavar="PATH", help="write the summary as JSON")
+    o.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    o.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+def parse_degree(text: str) -> tuple[int, int]:
+    parts = text.split(":")
+    try:
+        lo, hi = (int(parts[0]), int(parts[0])) if len(parts) == 1 else (int(parts[0]), int(parts[1]))
+    except ValueError:
+        raise OptionError(f"--degree {text!r}: expected an integer P or a range P1:P2") from None
+    if len(parts) > 2 or lo > hi:
+        raise OptionError(f"--degree {text!r}: expected P or P1:P2 with P1 <= P2")
+    if lo < 0:
+        raise OptionError(f"--degree {text!r}: polynomial degree must be >= 0")
+    return lo, hi
+
+
+class _Progress:
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.start = time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        if not self.quiet:
+            print(f"[{time.perf_counter() - self.start:7.2f} s] {message}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> dict:
+    from .assembly import assemble
+    from .backend import resolve_backend
+    from .mesh import build_polytopic_mesh, load_mesh
+    from .partition import agglomerate_cells
+    from .problem import load_problem
+    from .report import format_table, summary_dict, write_json
+    from .solve import errors as error_norms
+    from .solve import solve
+    from .space import DGSpace
+
+    say = _Progress(args.quiet)
+    default_run = args.mesh is None
+    mesh_spec = args.mesh or DEFAULT_MESH
+    n_agg = args.agglomerate if args.agglomerate is not None else (DEFAULT_AGGLOMERATE if default_run else 0)
+    method = args.solve or ("direct" if default_run else None)
+    lo, hi = parse_degree(args.degree)
+    for name, value, low in (("--repeat", args.repeat, 1), ("--agglomerate", n_agg, 0),
+                             ("--quadrature-extra", args.quadrature_extra, 0)):
+        if value < low:
+            raise OptionError(f"{name} must be >= {low}, got {value}")
+    if not args.memory_budget > 0:
+        raise OptionError(f"--memory-budget must be positive, got {args.memory_budget}")
+    if not args.penalty > 0:
+        raise OptionError(f"--penalty must be positive, got {args.penalty}")
+    backend = resolve_backend(args.backend)
+
+    fine = load_mesh(mesh_spec)
+    say(f"mesh {mesh_spec}: {fine}")
+    problem = load_problem(args.problem, fine.dim)
+    if n_agg > 0:
+        mesh = build_polytopic_mesh(fine, agglomerate_cells(fine, n_agg, seed=args.seed))
+        say(f"agglomerated {fine.n_cells:,} cells into {mesh.n_elements:,} elements")
+    else:
+        mesh = build_polytopic_mesh(fine)
+        say(f"polytopic mesh: {mesh.n_elements:,} elements")
+    if lo == hi:
+        degree = lo
+    else:
+        degree = np.random.default_rng(args.seed).integers(lo, hi + 1, size=mesh.n_elements)
+    space = DGSpace(mesh, degree)
+    say(f"DG space: {space}; problem {problem.name}")
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if total > 1:
+            say(f"  {stage}: chunk {done}/{total}")
+
+    runs, result = [], None
+    for r in range(args.repeat):
+        result = None  # free the previous matrix first
+        result = assemble(space, problem, approach=args.approach, precision=args.precision, penalty=args.penalty,
+                          penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra,
+                          memory_budget_mb=args.memory_budget, backend=backend, progress=progress)
+        runs.append(result.info["timings"])
+        say(f"assembled {space.n_dofs:,} dofs, nnz {result.matrix.nnz:,} in "
+            f"{result.info['timings']['total_assembly']:.3f} s" + (f" (run {r + 1}/{args.repeat})" if args.repeat > 1 else ""))
+    timings = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
+
+    x, solve_info, errs = None, None, None
+    if method:
+        x, solve_info = solve(result.matrix, result.rhs, method, block_sizes=space.element_dofs)
+        timings["solve"] = solve_info["seconds"]
+        say(f"solved ({solve_info.get('solver')}) in {solve_info['seconds']:.3f} s, "
+            f"residual {solve_info.get('residual', float('nan')):.2e}")
+        if problem.exact is not None:
+            errs = error_norms(space, problem, x, penalty_values=result.face_penalty)
+    options = {"mesh": mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget,
+               "repeat": args.repeat}
+    summary = summary_dict(mesh=mesh, space=space, result=result, options=options, timings=timings, errors=errs,
+                           solve_info=solve_info)
+    if args.output:
+        _write_output(Path(args.output), space, result, x, summary)
+        say(f"wrote {args.output}")
+    if args.json:
+        write_json(args.json, summary)
+    if not args.quiet:
+        print(format_table(summary))
+    return summary
+
+
+def _write_output(directory: Path, space, result, x, summary) -> None:
+    """Write every output file into a temporary folder, then move them in: never half-written."""
+    import scipy.sparse as sp
+
+    from .mesh.output import write_vtu
+    from .report import write_json
+    from .solve import element_means
+
+    directory = directory.resolve()
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
+    try:
+        sp.save_npz(tmp / "matrix.npz", result.matrix)
+        np.save(tmp / "rhs.npy", result.rhs)
+        cell_data = {"degree": space.degree}
+        if x is not None:
+            np.save(tmp / "solution.npy", x)
+            cell_data["solution_mean"] = element_means(space, x)
+        write_vtu(tmp / "solution.vtu", space.mesh, cell_data)
+        write_json(tmp / "summary.json", summary)
+        directory.mkdir(exist_ok=True)
+        for f in tmp.iterdir():
+            os.replace(f, directory / f.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in argv
+    try:
+        if any(a in ("-h", "--help") for a in argv):
+            build_parser().print_help()
+            return 0
+        args = build_parser().parse_args(argv)
+        run(args)
+        return 0
+    except PolyDGError as exc:
+        if debug:
+            raise
+        print(f"polydg.assemble: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("polydg.assemble: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        if debug:
+            raise
+        print("polydg.assemble: error: out of memory (lower --memory-budget or the problem size)", file=sys.stderr)
+        return 1
+    except Exception as exc:  # an internal error: one line unless --debug
+        if debug:
+            raise
+        msg = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"polydg.assemble: internal error: {type(exc).__name__}: {msg} (run with --debug for the traceback)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Timing tables in the paper's rows and the JSON summary of a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+#: the rows of the paper's Tables 1, 2 and 4, then ours
+TABLE_ROWS = (
+    ("element kernel", "element_kernel"),
+    ("interior kernel", "interior_kernel"),
+    ("boundary kernel", "boundary_kernel"),
+    ("inflow kernel", "inflow_kernel"),
+    ("total kernels", "total_kernels"),
+    ("indices", "indices"),
+    ("total assembly", "total_assembly"),
+    ("solve", "solve"),
+)
+DETAIL_ROWS = (
+    ("  quadrature points", "quadrature_points"),
+    ("  coefficients", "coefficients"),
+    ("  penalty", "penalty"),
+)
+
+
+def summary_dict(*, mesh, space, result, options: dict, timings: dict, errors: dict | None = None,
+                 solve_info: dict | None = None, ranks: int = 1) -> dict:
+    """The content of summary.json (see the command line's --help for the keys)."""
+    import numba
+    import scipy
+
+    import polydg
+
+    stats = mesh.statistics()
+    t = {key: float(timings.get(key, 0.0)) for _, key in TABLE_ROWS + DETAIL_ROWS}
+    out = {
+        "dimension": mesh.dim,
+        "elements": mesh.n_elements,
+        "sub_elements": mesh.n_simplices,
+        "interior_faces": mesh.n_interior_faces,
+        "interfaces": mesh.n_interfaces,
+        "boundary_faces": mesh.n_boundary_faces,
+        "dofs": space.n_dofs,
+        "nnz": int(result.matrix.nnz),
+        "degree": {"min": space.min_degree, "max": space.max_degree},
+        "precision": result.info["precision"],
+        "backend": result.info["backend"],
+        "approach": result.info["approach"],
+        "ranks": ranks,
+        "timings": t,
+        "jit_seconds": float(timings.get("jit", 0.0)),
+        "mesh": options.get("mesh"),
+        "problem": options.get("problem"),
+        "penalty": result.info["penalty"],
+        "quadrature_extra": result.info["quadrature_extra"],
+        "memory_budget_mb": options.get("memory_budget"),
+        "repeat": options.get("repeat", 1),
+        "mesh_statistics": stats,
+        "versions": {"polydg": polydg.__version__, "numpy": np.__version__, "scipy": scipy.__version__,
+                     "numba": numba.__version__, "python": platform.python_version()},
+    }
+    if solve_info is not None:
+        out["solver"] = {k: v for k, v in solve_info.items() if isinstance(v, (int, float, str, bool))}
+    if errors is not None:
+        out["errors"] = {k: float(v) for k, v in errors.items()}
+    return out
+
+
+def format_table(summary: dict) -> str:
+    """The paper-style table: seconds and seconds per million dofs, then the errors."""
+    dofs = summary["dofs"]
+    t = summary["timings"]
+    lines = [
+        f"mesh {summary.get('mesh')}: {summary['dimension']}D, {summary['elements']:,} elements, "
+        f"{summary['sub_elements']:,} sub-simplices, {summary['interior_faces']:,} interior faces on "
+        f"{summary['interfaces']:,} interfaces, {summary['boundary_faces']:,} boundary faces",
+        f"problem {summary.get('problem')}: degree {summary['degree']['min']}..{summary['degree']['max']}, "
+        f"{dofs:,} dofs, nnz {summary['nnz']:,}, {summary['precision']} precision, approach "
+        f"{summary['approach']}, backend {summary['backend']}, ranks {summary['ranks']}",
+        "",
+        f"{'':22}{'seconds':>12}{'s / Mdof':>12}",
+    ]
+    per = 1e6 / max(dofs, 1)
+    for label, key in TABLE_ROWS[:7]:
+        lines.append(f"{label:22}{t[key]:12.4f}{t[key] * per:12.4f}")
+    for label, key in DETAIL_ROWS:
+        lines.append(f"{label:22}{t[key]:12.4f}{t[key] * per:12.4f}")
+    if "solver" in summary:
+        lines.append(f"{'solve':22}{t['solve']:12.4f}{t['solve'] * per:12.4f}   ({summary['solver'].get('solver')})")
+    lines.append(f"{'(JIT, apart)':22}{summary['jit_seconds']:12.4f}")
+    if summary.get("repeat", 1) > 1:
+        lines.append(f"timings are medians of {summary['repeat']} assemblies")
+    if "errors" in summary:
+        e = summary["errors"]
+        lines.append("")
+        lines.append("errors: " + ", ".join(f"{k} {v:.4e}" for k, v in e.items()))
+    return "\n".join(lines)
+
+
+def write_json(path: str | os.PathLike, summary: dict) -> None:
+    """Write ``summary`` to ``path`` atomically (a temporary file, then a rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(summary, fh, indent=1, default=_jsonable)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _jsonable(value):
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

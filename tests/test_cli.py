@@ -1,0 +1,143 @@
+"""The command line: default run, every option, outputs, and bad input."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+SUMMARY_KEYS = {"dimension", "elements", "sub_elements", "interior_faces", "interfaces", "boundary_faces", "dofs",
+                "nnz", "degree", "precision", "backend", "approach", "ranks", "timings"}
+TIMING_KEYS = {"element_kernel", "interior_kernel", "boundary_kernel", "inflow_kernel", "total_kernels", "indices",
+               "total_assembly", "solve"}
+
+
+def cli(*args, cwd=None):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "polydg.assemble", *map(str, args)], capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=300)
+
+
+def test_default_run_prints_the_table():
+    r = cli()
+    assert r.returncode == 0, r.stderr
+    for row in ("element kernel", "interior kernel", "boundary kernel", "inflow kernel", "total kernels", "indices",
+                "total assembly", "solve", "errors: l2"):
+        assert row in r.stdout
+    assert "square:64" in r.stdout and "256 elements" in r.stdout
+    l2 = float(r.stdout.split("errors: l2 ")[1].split(",")[0])
+    assert l2 < 1e-3
+
+
+def test_quiet_prints_nothing():
+    r = cli("--quiet", "--mesh", "square:4")
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == ""
+
+
+def test_json_summary_keys_and_values(tmp_path):
+    path = tmp_path / "run.json"
+    r = cli("--mesh", "square:8", "--agglomerate", "10", "--degree", "2", "--problem", "poisson", "--solve",
+            "--json", path, "--quiet")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(path.read_text())
+    assert SUMMARY_KEYS <= set(s)
+    assert TIMING_KEYS <= set(s["timings"])
+    assert set(s["errors"]) == {"l2", "h1", "dg"}
+    assert s["dimension"] == 2 and s["ranks"] == 1 and s["approach"] == "2" and s["precision"] == "double"
+    assert s["degree"] == {"min": 2, "max": 2} and s["dofs"] == 6 * s["elements"]
+    assert s["errors"]["l2"] < 0.05
+
+
+def test_output_directory(tmp_path):
+    out = tmp_path / "out"
+    r = cli("--mesh", "cube:2", "--degree", "1:2", "--seed", "3", "--problem", "paper-3d", "--solve", "iterative",
+            "--output", out, "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["matrix.npz", "rhs.npy", "solution.npy", "solution.vtu",
+                                                    "summary.json"]
+    summary = json.loads((out / "summary.json").read_text())
+    A = sp.load_npz(out / "matrix.npz")
+    assert A.shape == (summary["dofs"], summary["dofs"]) and A.nnz == summary["nnz"]
+    b, x = np.load(out / "rhs.npy"), np.load(out / "solution.npy")
+    assert np.linalg.norm(A @ x - b) <= 1e-6 * np.linalg.norm(b)
+    assert summary["degree"] == {"min": 1, "max": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temporary folder left behind
+
+
+@pytest.mark.parametrize("options", [
+    ["--approach", "1"], ["--approach", "atomic"], ["--precision", "single"], ["--penalty", "20"],
+    ["--penalty-kind", "paper"], ["--quadrature-extra", "2"], ["--memory-budget", "0.01"], ["--repeat", "2"],
+    ["--backend", "auto"], ["--problem", "change-of-type"], ["--problem", "neumann"], ["--problem", "advection"],
+])
+def test_options(options, tmp_path):
+    path = tmp_path / "s.json"
+    r = cli("--mesh", "square:6:perturb=0.2", "--agglomerate", "8", "--degree", "1", "--solve", "--json", path,
+            *options)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(path.read_text())
+    if "--approach" in options:
+        assert s["approach"] == options[1]
+    if "--precision" in options:
+        assert s["precision"] == "single"
+    if "--repeat" in options:
+        assert s["repeat"] == 2
+    assert s["errors"]["l2"] < 0.5
+
+
+def test_polygon_file_and_help(shared_meshes):
+    r = cli("--mesh", shared_meshes / "unit_square_voronoi_100_cells.vtk", "--problem", "poisson", "--solve", "--quiet")
+    assert r.returncode == 0, r.stderr
+    h = cli("--help")
+    assert h.returncode == 0 and "examples:" in h.stdout and "--memory-budget" in h.stdout
+
+
+BAD_PROBLEM_FILES = {
+    "syntax.py": ("def broken(:\n", "syntax error"),
+    "shape.py": ("import numpy as np\nfrom polydg.problem import Problem\n"
+                 "problem = Problem(name='bad-shape', diffusion=lambda x: np.ones((len(x), 2)))\n",
+                 "diffusion"),
+    "nan.py": ("import numpy as np\nfrom polydg.problem import Problem\n"
+               "problem = Problem(name='bad-nan', diffusion=1.0, reaction=lambda x: np.full(len(x), np.nan))\n",
+               "NaN"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_PROBLEM_FILES))
+def test_bad_problem_files(tmp_path, name):
+    text, word = BAD_PROBLEM_FILES[name]
+    (tmp_path / name).write_text(text)
+    r = cli("--mesh", "square:3", "--problem", f"{tmp_path / name}:problem")
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert lines[-1].startswith("polydg.assemble: error:") and word in lines[-1]
+
+
+@pytest.mark.parametrize("args, word", [
+    (["--approach", "3"], "approach"),
+    (["--precision", "half"], "precision"),
+    (["--degree", "-1"], "degree"),
+    (["--degree", "x"], "degree"),
+    (["--mesh", "no/such/file.msh"], "not found"),
+    (["--mesh", "disk:4"], "unknown mesh generator"),
+    (["--problem", "nope"], "unknown problem"),
+    (["--problem", "missing_file.py:problem"], "not found"),
+    (["--backend", "cupy"], "cupy"),
+    (["--repeat", "0"], "repeat"),
+    (["--memory-budget", "-5"], "memory-budget"),
+    (["--mesh", "cube:2", "--problem", "paper-2d"], "2D"),
+])
+def test_bad_options(args, word):
+    r = cli(*args)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("polydg.assemble: error:") and word in line, line
+
+
+def test_debug_shows_the_traceback():
+    r = cli("--mesh", "disk:4", "--debug")
+    assert r.returncode != 0 and "Traceback" in r.stderr
