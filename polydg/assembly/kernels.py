@@ -34,6 +34,28 @@ def _row(r, a):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
+def _table_degree(table):  # pragma: no cover - compiled
+    """The largest 1D degree in a multi-index table."""
+    p = 0
+    for k in range(table.shape[1]):
+        p = max(p, table[table.shape[0] - 1, k])
+    return p
+
+
+@njit(cache=True, inline="always")
+def _basis_scratch(d, nb, pmax, like):  # pragma: no cover - compiled
+    """Work arrays of one basis evaluation: leg, dleg (d, pmax+1), phi (nb,), grad (nb, d)."""
+    return (np.empty((d, pmax + 1), like.dtype), np.empty((d, pmax + 1), like.dtype), np.empty(nb, like.dtype),
+            np.empty((nb, d), like.dtype))
+
+
+@njit(cache=True, inline="always")
+def _box_scratch(d, pmax, like):  # pragma: no cover - compiled
+    """The per-element basis tables of :func:`element_box_tables`: box (d, 2), scale (d, pmax+1)."""
+    return np.empty((d, 2), like.dtype), np.empty((d, pmax + 1), like.dtype)
+
+
+@njit(cache=True, inline="always")
 def _dot_normal(A, n, An):  # pragma: no cover - compiled
     """An = A n; returns n . A n."""
     d = n.shape[0]
@@ -148,21 +170,15 @@ def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, h
     """Volume terms of the elements e_lo:e_hi, summed over their sub-simplices in order."""
     d = X.shape[1]
     nbmax = table.shape[0]
-    pmax = 0
-    for k in range(d):
-        pmax = max(pmax, table[nbmax - 1, k])
+    pmax = _table_degree(table)
     for e in prange(e_lo, e_hi):
         nb = nbasis[e]
         block = np.zeros((nb, nb), data.dtype)
         vec = np.zeros(nb, data.dtype)
-        leg = np.empty((d, pmax + 1), data.dtype)
-        dleg = np.empty((d, pmax + 1), data.dtype)
-        phi = np.empty(nb, data.dtype)
-        grad = np.empty((nb, d), data.dtype)
+        leg, dleg, phi, grad = _basis_scratch(d, nb, pmax, data)
         ag = np.empty((d, nb), data.dtype)
         bg = np.empty(nb, data.dtype)
-        box = np.empty((d, 2), data.dtype)
-        scale = np.empty((d, pmax + 1), data.dtype)
+        box, scale = _box_scratch(d, pmax, data)
         element_box_tables(lo[e], hi[e], degree[e], box, scale)
         for s in range(element_offsets[e], element_offsets[e + 1]):
             sl = s - s_lo
@@ -184,27 +200,19 @@ def interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_off
     """
     d = X.shape[1]
     nbmax = table.shape[0]
-    pmax = 0
-    for k in range(d):
-        pmax = max(pmax, table[nbmax - 1, k])
+    pmax = _table_degree(table)
     for e in prange(e_lo, e_hi):
         nbK = nbasis[e]
         bKK = np.zeros((nbK, nbK), data.dtype)
         bKN = np.empty((nbK, nbmax), data.dtype)
         n = np.empty(d, data.dtype)
         An = np.empty(d, data.dtype)
-        leg = np.empty((d, pmax + 1), data.dtype)
-        dleg = np.empty((d, pmax + 1), data.dtype)
-        phiK = np.empty(nbK, data.dtype)
-        gradK = np.empty((nbK, d), data.dtype)
+        leg, dleg, phiK, gradK = _basis_scratch(d, nbK, pmax, data)
         fluxK = np.empty(nbK, data.dtype)
-        phiN = np.empty(nbmax, data.dtype)
-        gradN = np.empty((nbmax, d), data.dtype)
+        _, _, phiN, gradN = _basis_scratch(d, nbmax, pmax, data)
         fluxN = np.empty(nbmax, data.dtype)
-        boxK = np.empty((d, 2), data.dtype)
-        scaleK = np.empty((d, pmax + 1), data.dtype)
-        boxN = np.empty((d, 2), data.dtype)
-        scaleN = np.empty((d, pmax + 1), data.dtype)
+        boxK, scaleK = _box_scratch(d, pmax, data)
+        boxN, scaleN = _box_scratch(d, pmax, data)
         element_box_tables(lo[e], hi[e], degree[e], boxK, scaleK)
         for k in range(adj_offsets[e], adj_offsets[e + 1]):
             t = adj_interface[k]
@@ -231,9 +239,7 @@ def boundary_rows(mode, e_lo, e_hi, boundary_offsets, face_local, pts, X, W, A, 
     """Boundary-face terms (``mode`` DIFFUSIVE or INFLOW) of the rows of elements e_lo:e_hi."""
     d = X.shape[1]
     nbmax = table.shape[0]
-    pmax = 0
-    for k in range(d):
-        pmax = max(pmax, table[nbmax - 1, k])
+    pmax = _table_degree(table)
     for e in prange(e_lo, e_hi):
         f0, f1 = boundary_offsets[e], boundary_offsets[e + 1]
         if f0 == f1:
@@ -242,13 +248,9 @@ def boundary_rows(mode, e_lo, e_hi, boundary_offsets, face_local, pts, X, W, A, 
         block = np.zeros((nb, nb), data.dtype)
         vec = np.zeros(nb, data.dtype)
         An = np.empty(d, data.dtype)
-        leg = np.empty((d, pmax + 1), data.dtype)
-        dleg = np.empty((d, pmax + 1), data.dtype)
-        phi = np.empty(nb, data.dtype)
-        grad = np.empty((nb, d), data.dtype)
+        leg, dleg, phi, grad = _basis_scratch(d, nb, pmax, data)
         flux = np.empty(nb, data.dtype)
-        box = np.empty((d, 2), data.dtype)
-        scale = np.empty((d, pmax + 1), data.dtype)
+        box, scale = _box_scratch(d, pmax, data)
         element_box_tables(lo[e], hi[e], degree[e], box, scale)
         for f in range(f0, f1):
             fl = face_local[f]
@@ -268,23 +270,17 @@ def simplex_blocks(s_lo, s_hi, simplex_element, pts, X, W, A, B, C, F, lo, hi, d
     """The volume block of every sub-simplex s_lo:s_hi, each into its own buffer slot."""
     d = X.shape[1]
     nbmax = table.shape[0]
-    pmax = 0
-    for k in range(d):
-        pmax = max(pmax, table[nbmax - 1, k])
+    pmax = _table_degree(table)
     for s in prange(s_lo, s_hi):
         e = simplex_element[s]
         nb = nbasis[e]
         sl = s - s_lo
         block = np.zeros((nb, nb), vals.dtype)
         vec = np.zeros(nb, vals.dtype)
-        leg = np.empty((d, pmax + 1), vals.dtype)
-        dleg = np.empty((d, pmax + 1), vals.dtype)
-        phi = np.empty(nb, vals.dtype)
-        grad = np.empty((nb, d), vals.dtype)
+        leg, dleg, phi, grad = _basis_scratch(d, nb, pmax, vals)
         ag = np.empty((d, nb), vals.dtype)
         bg = np.empty(nb, vals.dtype)
-        box = np.empty((d, 2), vals.dtype)
-        scale = np.empty((d, pmax + 1), vals.dtype)
+        box, scale = _box_scratch(d, pmax, vals)
         element_box_tables(lo[e], hi[e], degree[e], box, scale)
         simplex_accumulate(pts[sl], pts[sl + 1], X, W, A, B, C, F, box, scale, rec, degree[e], table, nb,
                            want_load, leg, dleg, phi, grad, ag, bg, block, vec)
@@ -304,26 +300,18 @@ def interior_face_blocks(faces, face_elements, face_local, pts, X, W, A, B, norm
     """
     d = X.shape[1]
     nbmax = table.shape[0]
-    pmax = 0
-    for k in range(d):
-        pmax = max(pmax, table[nbmax - 1, k])
+    pmax = _table_degree(table)
     for t in prange(faces.shape[0]):
         f = faces[t]
         fl = face_local[f]
         n = np.empty(d, vals.dtype)
         An = np.empty(d, vals.dtype)
-        leg = np.empty((d, pmax + 1), vals.dtype)
-        dleg = np.empty((d, pmax + 1), vals.dtype)
-        phiK = np.empty(nbmax, vals.dtype)
-        gradK = np.empty((nbmax, d), vals.dtype)
+        leg, dleg, phiK, gradK = _basis_scratch(d, nbmax, pmax, vals)
         fluxK = np.empty(nbmax, vals.dtype)
-        phiN = np.empty(nbmax, vals.dtype)
-        gradN = np.empty((nbmax, d), vals.dtype)
+        _, _, phiN, gradN = _basis_scratch(d, nbmax, pmax, vals)
         fluxN = np.empty(nbmax, vals.dtype)
-        boxK = np.empty((d, 2), vals.dtype)
-        scaleK = np.empty((d, pmax + 1), vals.dtype)
-        boxN = np.empty((d, 2), vals.dtype)
-        scaleN = np.empty((d, pmax + 1), vals.dtype)
+        boxK, scaleK = _box_scratch(d, pmax, vals)
+        boxN, scaleN = _box_scratch(d, pmax, vals)
         pos = vals_offsets[t]
         for side in range(2):
             e = face_elements[f, side]
@@ -353,9 +341,7 @@ def boundary_face_blocks(mode, faces, face_elements, face_local, pts, X, W, A, B
     """The block and load of every listed boundary face (``mode`` DIFFUSIVE or INFLOW)."""
     d = X.shape[1]
     nbmax = table.shape[0]
-    pmax = 0
-    for k in range(d):
-        pmax = max(pmax, table[nbmax - 1, k])
+    pmax = _table_degree(table)
     for t in prange(faces.shape[0]):
         f = faces[t]
         fl = face_local[f]
@@ -364,13 +350,9 @@ def boundary_face_blocks(mode, faces, face_elements, face_local, pts, X, W, A, B
         block = np.zeros((nb, nb), vals.dtype)
         vec = np.zeros(nb, vals.dtype)
         An = np.empty(d, vals.dtype)
-        leg = np.empty((d, pmax + 1), vals.dtype)
-        dleg = np.empty((d, pmax + 1), vals.dtype)
-        phi = np.empty(nb, vals.dtype)
-        grad = np.empty((nb, d), vals.dtype)
+        leg, dleg, phi, grad = _basis_scratch(d, nb, pmax, vals)
         flux = np.empty(nb, vals.dtype)
-        box = np.empty((d, 2), vals.dtype)
-        scale = np.empty((d, pmax + 1), vals.dtype)
+        box, scale = _box_scratch(d, pmax, vals)
         element_box_tables(lo[e], hi[e], degree[e], box, scale)
         boundary_face_accumulate(mode, f, pts[fl], pts[fl + 1], X, W, A, B, GD, GN, NEU, normal, sigma,
                                  box, scale, rec, degree[e], table, nb, An, leg, dleg, phi, grad, flux, block, vec)
