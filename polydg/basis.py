@@ -243,12 +243,14 @@ def legendre_recurrence(pmax: int, dtype=np.float64) -> np.ndarray:
 
 
 @numba.njit(cache=True, inline="always")
-def eval_basis_point_scaled(x, box, scale, rec, pmax, indices, nb, leg, dleg, phi, grad):  # pragma: no cover
+def eval_basis_point_scaled(x, box, scale, rec, pmax, indices, nb, leg, dleg, phi, gradT):  # pragma: no cover
     """:func:`eval_basis_point` with the element's constants precomputed.
 
     ``box`` and ``scale`` come from :func:`element_box_tables`, ``rec`` from
     :func:`legendre_recurrence`.  Same values as :func:`eval_basis_point` up
     to round-off, with only multiplications and additions per point.
+    Gradients come out transposed, ``gradT[k, i]`` = d phi_i / d x_k, so
+    that the kernels' loops over basis functions run along contiguous memory.
     """
     d = x.shape[0]
     zero = x.dtype.type(0)
@@ -284,9 +286,9 @@ def eval_basis_point_scaled(x, box, scale, rec, pmax, indices, nb, leg, dleg, ph
             l2 = leg[2, a2]
             l12 = l1 * l2
             phi[i] = l0 * l12
-            grad[i, 0] = dleg[0, a0] * l12
-            grad[i, 1] = l0 * dleg[1, a1] * l2
-            grad[i, 2] = l0 * l1 * dleg[2, a2]
+            gradT[0, i] = dleg[0, a0] * l12
+            gradT[1, i] = l0 * dleg[1, a1] * l2
+            gradT[2, i] = l0 * l1 * dleg[2, a2]
     elif d == 2:
         for i in range(nb):
             a0 = indices[i, 0]
@@ -294,17 +296,17 @@ def eval_basis_point_scaled(x, box, scale, rec, pmax, indices, nb, leg, dleg, ph
             l0 = leg[0, a0]
             l1 = leg[1, a1]
             phi[i] = l0 * l1
-            grad[i, 0] = dleg[0, a0] * l1
-            grad[i, 1] = l0 * dleg[1, a1]
+            gradT[0, i] = dleg[0, a0] * l1
+            gradT[1, i] = l0 * dleg[1, a1]
     else:
         for i in range(nb):
-            grad[i, d - 1] = one
+            gradT[d - 1, i] = one
             for k in range(d - 2, -1, -1):
-                grad[i, k] = grad[i, k + 1] * leg[k + 1, indices[i, k + 1]]
+                gradT[k, i] = gradT[k + 1, i] * leg[k + 1, indices[i, k + 1]]
             pre = one
             for k in range(d):
                 a = indices[i, k]
-                grad[i, k] = grad[i, k] * (pre * dleg[k, a])
+                gradT[k, i] = gradT[k, i] * (pre * dleg[k, a])
                 pre = pre * leg[k, a]
             phi[i] = pre
 

@@ -8,7 +8,7 @@ and numba-cuda can compile the same source as GPU device functions.
 
 Notation (rows i = test functions v, columns j = trial functions w):
 
-* ``phi[i]``, ``grad[i, :]``: basis values and gradients at the point;
+* ``phi[i]``, ``gradT[:, i]``: basis values and gradients at the point;
 * ``A`` (d, d), ``b`` (d,), ``c``: the coefficients at the point;
 * ``n``: the unit normal pointing OUT of the element whose rows are assembled;
 * ``sigma``: the discontinuity penalty of the face.
@@ -20,41 +20,50 @@ from numba import njit
 
 
 @njit(cache=True, inline="always")
-def volume_point(w, phi, grad, nb, A, b, c, block, ag, bg):  # pragma: no cover - compiled
+def volume_point(w, phi, gradT, nb, A, b, c, block, ag, bg):  # pragma: no cover - compiled
     """block[i, j] += w (A grad phi_j . grad phi_i + (b . grad phi_j + c phi_j) phi_i).
 
-    The trial side is contracted with the coefficients first, into ``ag``
-    (d, nb) = w A grad phi_j and ``bg`` (nb,) = w (b . grad phi_j + c phi_j);
-    then each row i is one pass over j, contiguous in memory so the compiler
-    vectorises it: block[i, :] += phi_i bg + sum_k grad_ik ag[k, :].
+    ``gradT[k, j]`` is d phi_j / d x_k.  The trial side is contracted with the
+    coefficients first, into ``ag`` (d, nb) = w A grad phi_j and ``bg`` (nb,)
+    = w (b . grad phi_j + c phi_j); every loop over j then runs along
+    contiguous memory, so the compiler vectorises it:
+    block[i, :] += phi_i bg + sum_k gradT[k, i] ag[k, :].
     """
-    d = grad.shape[1]
+    d = gradT.shape[0]
     for j in range(nb):
-        s = c * phi[j]
-        for k in range(d):
-            t = A[k, 0] * grad[j, 0]
-            for m in range(1, d):
-                t += A[k, m] * grad[j, m]
-            ag[k, j] = w * t
-            s += b[k] * grad[j, k]
-        bg[j] = w * s
+        bg[j] = c * phi[j]
+    for k in range(d):
+        bk = b[k]
+        for j in range(nb):
+            bg[j] += bk * gradT[k, j]
+        a0 = A[k, 0]
+        for j in range(nb):
+            ag[k, j] = a0 * gradT[0, j]
+        for m in range(1, d):
+            akm = A[k, m]
+            for j in range(nb):
+                ag[k, j] += akm * gradT[m, j]
+        for j in range(nb):
+            ag[k, j] *= w
+    for j in range(nb):
+        bg[j] *= w
     if d == 3:
         # two rows at a time: each loaded trial value feeds two rows
         for i in range(0, nb - 1, 2):
-            p, g0, g1, g2 = phi[i], grad[i, 0], grad[i, 1], grad[i, 2]
-            q, h0, h1, h2 = phi[i + 1], grad[i + 1, 0], grad[i + 1, 1], grad[i + 1, 2]
+            p, g0, g1, g2 = phi[i], gradT[0, i], gradT[1, i], gradT[2, i]
+            q, h0, h1, h2 = phi[i + 1], gradT[0, i + 1], gradT[1, i + 1], gradT[2, i + 1]
             for j in range(nb):
                 a, b0, b1, b2 = bg[j], ag[0, j], ag[1, j], ag[2, j]
                 block[i, j] += p * a + g0 * b0 + g1 * b1 + g2 * b2
                 block[i + 1, j] += q * a + h0 * b0 + h1 * b1 + h2 * b2
         if nb % 2 == 1:
             i = nb - 1
-            p, g0, g1, g2 = phi[i], grad[i, 0], grad[i, 1], grad[i, 2]
+            p, g0, g1, g2 = phi[i], gradT[0, i], gradT[1, i], gradT[2, i]
             for j in range(nb):
                 block[i, j] += p * bg[j] + g0 * ag[0, j] + g1 * ag[1, j] + g2 * ag[2, j]
     elif d == 2:
         for i in range(nb):
-            p, g0, g1 = phi[i], grad[i, 0], grad[i, 1]
+            p, g0, g1 = phi[i], gradT[0, i], gradT[1, i]
             for j in range(nb):
                 block[i, j] += p * bg[j] + g0 * ag[0, j] + g1 * ag[1, j]
     else:
@@ -62,7 +71,7 @@ def volume_point(w, phi, grad, nb, A, b, c, block, ag, bg):  # pragma: no cover 
             for j in range(nb):
                 t = phi[i] * bg[j]
                 for k in range(d):
-                    t += grad[i, k] * ag[k, j]
+                    t += gradT[k, i] * ag[k, j]
                 block[i, j] += t
 
 
@@ -74,14 +83,16 @@ def load_point(w, phi, nb, f, vec):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
-def normal_flux(grad, nb, An, out):  # pragma: no cover - compiled
-    """out[j] = (A grad phi_j) . n = grad phi_j . (A n), A symmetric."""
-    d = grad.shape[1]
+def normal_flux(gradT, nb, An, out):  # pragma: no cover - compiled
+    """out[j] = (A grad phi_j) . n = grad phi_j . (A n), A symmetric; gradT[k, j] = d phi_j / d x_k."""
+    d = gradT.shape[0]
+    a0 = An[0]
     for j in range(nb):
-        t = grad[j, 0] * An[0]
-        for k in range(1, d):
-            t += grad[j, k] * An[k]
-        out[j] = t
+        out[j] = gradT[0, j] * a0
+    for k in range(1, d):
+        ak = An[k]
+        for j in range(nb):
+            out[j] += gradT[k, j] * ak
 
 
 @njit(cache=True, inline="always")

@@ -44,9 +44,9 @@ def _table_degree(table):  # pragma: no cover - compiled
 
 @njit(cache=True, inline="always")
 def _basis_scratch(d, nb, pmax, like):  # pragma: no cover - compiled
-    """Work arrays of one basis evaluation: leg, dleg (d, pmax+1), phi (nb,), grad (nb, d)."""
+    """Work arrays of one basis evaluation: leg, dleg (d, pmax+1), phi (nb,), gradT (d, nb)."""
     return (np.empty((d, pmax + 1), like.dtype), np.empty((d, pmax + 1), like.dtype), np.empty(nb, like.dtype),
-            np.empty((nb, d), like.dtype))
+            np.empty((d, nb), like.dtype))
 
 
 @njit(cache=True, inline="always")
