@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .mesh.output import publish
+
 #: the rows of the paper's Tables 1, 2 and 4, then ours
 TABLE_ROWS = (
     ("element kernel", "element_kernel"),
@@ -111,7 +113,7 @@ def write_json(path: str | os.PathLike, summary: dict) -> None:
         with os.fdopen(fd, "w") as fh:
             json.dump(summary, fh, indent=1, default=_jsonable)
             fh.write("\n")
-        os.replace(tmp, path)
+        publish(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

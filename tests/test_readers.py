@@ -234,3 +234,14 @@ def test_hanging_node_in_polygon_file(tmp_path):
     polys = [[0, 1, 2, 3], [3, 2, 4, 5], [1, 6, 7, 4]]
     with pytest.raises(MeshError, match="unmatched facet inside the domain"):
         build_polytopic_mesh(read_mesh(write_polydata(tmp_path / "t.vtk", pts, polys)))
+
+
+def test_sample_polygon_mesh_reads_back_as_written():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "meshes" / "square_agglomerated_12.vtu"
+    fine = read_mesh(path)
+    mesh = build_polytopic_mesh(fine)
+    assert mesh.n_elements == 12
+    assert mesh.measure.sum() == pytest.approx(1.0, abs=1e-12)
+    assert closure_defect(mesh) < 1e-12

@@ -73,6 +73,14 @@ def element_polygons(mesh: PolytopicMesh) -> tuple[np.ndarray, np.ndarray, np.nd
     return offsets, loops, ok
 
 
+def publish(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Give a finished temporary file the usual permissions (mkstemp makes it 0600) and move it into place."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)
+
+
 def write_vtu(path: str | os.PathLike, mesh: PolytopicMesh, cell_data: dict[str, np.ndarray] | None = None) -> None:
     """Write ``mesh`` with per-element ``cell_data`` (and the element id) to a VTU file.
 
@@ -115,7 +123,7 @@ def write_vtu(path: str | os.PathLike, mesh: PolytopicMesh, cell_data: dict[str,
     os.close(fd)
     try:
         meshio.write(tmp, out, file_format="vtu")
-        os.replace(tmp, path)
+        publish(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
