@@ -103,6 +103,7 @@ def _krylov(method: str, A: sp.csr_matrix, b: np.ndarray, M: Any, tol: float, ma
     if method == "cg":
         x, status = spla.cg(A, b, rtol=tol, atol=0.0, maxiter=maxiter, M=M, callback=callback)
     else:
+        restart = max(1, min(restart, maxiter))
         cycles = max(1, math.ceil(maxiter / restart))
         x, status = spla.gmres(A, b, rtol=tol, atol=0.0, restart=restart, maxiter=cycles, M=M,
                                callback=callback, callback_type="pr_norm")
@@ -128,7 +129,8 @@ def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "direct", *, symme
         Relative residual ||b - A x|| / ||b|| the Krylov method must reach.
     maxiter : int or None
         Most Krylov iterations (GMRES: inner iterations, rounded up to whole
-        restart cycles); default ``max(1000, n)``.
+        restart cycles; a CG that fails falls back to GMRES with the same
+        limit); default ``max(1000, n)``.
 
     The system is solved in double precision whatever the matrix dtype.
     ``info`` has ``method``, ``solver``, ``seconds``, ``iterations``,
@@ -279,15 +281,16 @@ def evaluate(space: Any, solution: np.ndarray, points: np.ndarray, elements: np.
 # quadrature on sub-simplices and faces
 
 
-def _simplex_batches(space: Any, extra: int, budget_mb: float):
-    """Yield (simplices, x (k*nq, d), weights (k*nq,), elements (k*nq,), p, nq) per degree and chunk."""
+def _simplex_batches(space: Any, extra: int, budget_mb: float, factor: int = 2):
+    """Yield (simplices, x (k*nq, d), weights (k*nq,), elements (k*nq,), p, nq) per degree
+    and chunk, with the rule of degree ``factor * p + extra`` on sub-simplices of degree p."""
     mesh = space.mesh
     _, _, n_basis = _basis()
     d = mesh.dim
     simplex_degree = space.degree[mesh.simplex_element]
     for p in np.unique(simplex_degree):
         p = int(p)
-        lam, w = _simplex_rule(d, 2 * p + extra)
+        lam, w = _simplex_rule(d, factor * p + extra)
         nq = len(w)
         members = np.flatnonzero(simplex_degree == p)
         for part in _chunks(len(members), nq * n_basis(p, d) * (d + 2), budget_mb):
@@ -345,8 +348,8 @@ def errors(space: Any, problem: Any, solution: np.ndarray, *, penalty_values: np
     diffusive Dirichlet part is {n.A n > 0 and not is_neumann}, pointwise, and
     sigma_F is ``penalty_values[F]`` (one per face, as the assembler reports
     it) or by default the classical 10 a_F max(p_K, 1)^2 / min(h_K) with a_F
-    the largest n.A n at the face's quadrature points.  h1 and dg are None
-    when the problem has no ``exact_gradient``.
+    the largest n.A n at the face's quadrature points.  The keys h1 and dg
+    are left out when the problem has no ``exact_gradient``.
     """
     mesh = space.mesh
     d = mesh.dim
@@ -407,11 +410,10 @@ def errors(space: Any, problem: Any, solution: np.ndarray, *, penalty_values: np
                     bn = np.einsum("nd,nd->n", np.broadcast_to(problem.advection_at(x), x.shape), normal)
                     jumps += 0.5 * float(weight @ (np.abs(bn) * jump**2))
 
-    return {
-        "l2": math.sqrt(l2),
-        "h1": math.sqrt(h1) if with_gradient else None,
-        "dg": math.sqrt(energy + jumps) if with_gradient else None,
-    }
+    result = {"l2": math.sqrt(l2)}
+    if with_gradient:
+        result.update(h1=math.sqrt(h1), dg=math.sqrt(energy + jumps))
+    return result
 
 
 def element_means(space: Any, solution: np.ndarray, *, memory_budget_mb: float = 256.0) -> np.ndarray:
@@ -420,31 +422,10 @@ def element_means(space: Any, solution: np.ndarray, *, memory_budget_mb: float =
     mesh = space.mesh
     solution = np.asarray(solution, dtype=np.float64).reshape(-1)
     integral = np.zeros(mesh.n_elements)
-    for _, x, weight, elements, p, _ in _simplex_batches(space, -space.max_degree, memory_budget_mb):
-        pass
-    integral[:] = 0.0
-    for s, x, weight, elements, p, nq in _mean_batches(space, memory_budget_mb):
+    for _, x, weight, elements, p, _ in _simplex_batches(space, 0, memory_budget_mb, factor=1):
         uh, _ = _values(space, solution, x, elements, p, False)
         integral += np.bincount(elements, weights=weight * uh, minlength=mesh.n_elements)
     return integral / mesh.measure
-
-
-def _mean_batches(space: Any, budget_mb: float):
-    """Like :func:`_simplex_batches` with rules of degree p (exact for u_h)."""
-    mesh = space.mesh
-    _, _, n_basis = _basis()
-    d = mesh.dim
-    simplex_degree = space.degree[mesh.simplex_element]
-    for p in np.unique(simplex_degree):
-        p = int(p)
-        lam, w = _simplex_rule(d, p)
-        nq = len(w)
-        members = np.flatnonzero(simplex_degree == p)
-        for part in _chunks(len(members), nq * n_basis(p, d) * 2, budget_mb):
-            s = members[part]
-            x = np.einsum("qj,kjd->kqd", lam, mesh.points[mesh.simplices[s]]).reshape(-1, d)
-            weight = (mesh.simplex_volume[s][:, None] * w[None, :]).ravel()
-            yield s, x, weight, np.repeat(mesh.simplex_element[s], nq), p, nq
 
 
 __all__ = ["solve", "SolverError", "is_symmetric", "block_jacobi", "errors", "evaluate", "element_means"]
