@@ -141,3 +141,26 @@ def test_bad_options(args, word):
 def test_debug_shows_the_traceback():
     r = cli("--mesh", "disk:4", "--debug")
     assert r.returncode != 0 and "Traceback" in r.stderr
+
+
+BAD_MESHES = {
+    "truncated.vtk": ("# vtk DataFile Version 5.1\nx\nASCII\nDATASET POLYDATA\nPOINTS 4 double\n0 0 0 1 0 0\n",
+                      "truncated POINTS"),
+    "nan.vtk": ("# vtk DataFile Version 5.1\nx\nASCII\nDATASET POLYDATA\nPOINTS 4 double\n0 0 0 1 0 0 nan 1 0 0 1 0\n"
+                "POLYGONS 2 4\nOFFSETS vtktypeint64\n0 4\nCONNECTIVITY vtktypeint64\n0 1 2 3\n", "non-finite"),
+    "hanging.vtk": ("# vtk DataFile Version 5.1\nx\nASCII\nDATASET POLYDATA\nPOINTS 8 double\n"
+                    "0 0 0 1 0 0 1 1 0 0 1 0 1 2 0 0 2 0 2 0 0 2 2 0\nPOLYGONS 4 12\nOFFSETS vtktypeint64\n0 4 8 12\n"
+                    "CONNECTIVITY vtktypeint64\n0 1 2 3 3 2 4 5 1 6 7 4\n", "unmatched facet"),
+    "garbage.msh": ("not a mesh at all\n", "cannot read"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_MESHES))
+def test_bad_mesh_files_from_the_command_line(tmp_path, name):
+    text, word = BAD_MESHES[name]
+    (tmp_path / name).write_text(text)
+    r = cli("--mesh", tmp_path / name)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("polydg.assemble: error:") and name in line and word in line, line
