@@ -272,7 +272,9 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
 
     # --- pattern ("indices") -------------------------------------------------
     t = time.perf_counter()
-    pattern = sparsity_pattern(mesh, space.dof_offsets, elements)
+    # the value array is zeroed (first touched) in the same pass as indices;
+    # Approach 1 builds its own from the COO triplets
+    pattern = sparsity_pattern(mesh, space.dof_offsets, elements, values_dtype=dtype if approach != "1" else None)
     t = timer.add("indices", t)
     adj_interface = np.full(len(pattern.adj_col), -1, dtype=np.int64)
     adj_interface[pattern.interface_entry[:, 0]] = np.arange(mesh.n_interfaces)
@@ -284,7 +286,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     sigma = sigma64.astype(dtype)
     t = timer.add("penalty", t)
 
-    data = np.zeros(pattern.nnz if approach != "1" else 0, dtype=dtype)
+    data = pattern.values if approach != "1" else np.zeros(0, dtype=dtype)
     rhs = np.zeros(pattern.n_rows, dtype=dtype)
     lo = np.ascontiguousarray(mesh.bbox_min, dtype=dtype)
     hi = np.ascontiguousarray(mesh.bbox_max, dtype=dtype)

@@ -23,9 +23,14 @@ import numpy as np
 from numba import njit, prange
 
 from ..basis import element_box_tables, eval_basis_point_scaled
+from .batched import (BATCH, basis_batch, contract, gather_volume_coefficients, load_batch,
+                      volume_trial_batch)
 from .forms import dirichlet_point, inflow_point, interior_face_point, load_point, neumann_point, normal_flux, volume_point
 
 DIFFUSIVE, INFLOW = 0, 1
+
+#: consecutive elements per parallel task of the row kernels (work arrays are per task)
+TASK_ELEMENTS = 16
 
 
 @njit(cache=True, inline="always")
@@ -163,29 +168,79 @@ def _add_vec(rhs, first, vec, n):  # pragma: no cover - compiled
 # row kernels (Approach 2)
 
 
-@njit(parallel=True, cache=True)
-def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
-                 row_base, row_width, block_start, diag_entry, dof_offsets, first_row, want_load,
-                 data, rhs):  # pragma: no cover - compiled
-    """Volume terms of the elements e_lo:e_hi, summed over their sub-simplices in order."""
-    d = X.shape[1]
-    nbmax = table.shape[0]
-    pmax = _table_degree(table)
-    for e in prange(e_lo, e_hi):
-        nb = nbasis[e]
-        block = np.zeros((nb, nb), data.dtype)
-        vec = np.zeros(nb, data.dtype)
-        leg, dleg, phi, grad = _basis_scratch(d, nb, pmax, data)
-        ag = np.empty((d, nb), data.dtype)
-        bg = np.empty(nb, data.dtype)
-        box, scale = _box_scratch(d, pmax, data)
-        element_box_tables(lo[e], hi[e], degree[e], box, scale)
-        for s in range(element_offsets[e], element_offsets[e + 1]):
-            sl = s - s_lo
-            simplex_accumulate(pts[sl], pts[sl + 1], X, W, A, B, C, F, box, scale, rec, degree[e], table, nb,
-                               want_load, leg, dleg, phi, grad, ag, bg, block, vec)
-        _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
-        _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
+@njit(cache=True, inline="always")
+def _volume_scratch(d, nbmax, pmax, like):  # pragma: no cover - compiled
+    """Work arrays of the batched volume terms (see ``batched.py``)."""
+    n, dt = BATCH, like.dtype
+    return (np.empty((nbmax, (d + 1) * n), dt), np.empty((nbmax, (d + 1) * n), dt),
+            np.empty((d, pmax + 1, n), dt), np.empty((d, pmax + 1, n), dt), np.empty((d, n), dt),
+            np.empty(n, dt), np.empty((d, d, n), dt), np.empty((d, n), dt), np.empty(n, dt), np.empty(n, dt))
+
+
+@njit(cache=True, inline="always")
+def volume_points_accumulate(r_first, r_last, X, W, A, B, C, F, box, scale, rec, p, table, nb, want_load,
+                             T, U, L, dL, xb, w, Ab, Bb, Cb, Fb, block, vec):  # pragma: no cover - compiled
+    """Add the volume terms (and load) of the points r_first:r_last, in batches of ``BATCH`` points."""
+    d = xb.shape[0]
+    for r0 in range(r_first, r_last, BATCH):
+        n = min(BATCH, r_last - r0)
+        gather_volume_coefficients(r0, n, X, W, A, B, C, F, want_load, xb, w, Ab, Bb, Cb, Fb)
+        basis_batch(xb, n, box, scale, rec, p, table, nb, L, dL, T)
+        volume_trial_batch(T, n, nb, w, Ab, A.shape[0] == 1, Bb, Cb, U)
+        contract(T, U, (d + 1) * n, nb, nb, block)
+        if want_load:
+            load_batch(T, n, nb, w, Fb, vec)
+
+
+def _element_rows_kernel(dim: int):
+    """:func:`element_rows` compiled for one space dimension.
+
+    ``dim`` is a constant of the closure, so the work arrays have
+    compile-time shapes and every ``d == 3`` branch is resolved by the
+    compiler; measured, this makes the batched volume kernel 1.4x faster
+    than the same code with the dimension read from the arrays.
+    """
+
+    @njit(parallel=True, cache=True)
+    def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
+                     row_base, row_width, block_start, diag_entry, dof_offsets, first_row, want_load,
+                     data, rhs):  # pragma: no cover - compiled
+        d = dim
+        nbmax = table.shape[0]
+        pmax = _table_degree(table)
+        n_tasks = (e_hi - e_lo + TASK_ELEMENTS - 1) // TASK_ELEMENTS
+        for task in prange(n_tasks):
+            T, U, L, dL, xb, w, Ab, Bb, Cb, Fb = _volume_scratch(d, nbmax, pmax, data)
+            block = np.empty((nbmax, nbmax), data.dtype)
+            vec = np.empty(nbmax, data.dtype)
+            box, scale = _box_scratch(d, pmax, data)
+            for e in range(e_lo + task * TASK_ELEMENTS, min(e_hi, e_lo + (task + 1) * TASK_ELEMENTS)):
+                nb = nbasis[e]
+                block[:nb, :nb] = 0.0
+                vec[:nb] = 0.0
+                element_box_tables(lo[e], hi[e], degree[e], box, scale)
+                volume_points_accumulate(pts[element_offsets[e] - s_lo], pts[element_offsets[e + 1] - s_lo], X, W, A,
+                                         B, C, F, box, scale, rec, degree[e], table, nb, want_load, T, U, L, dL, xb, w,
+                                         Ab, Bb, Cb, Fb, block, vec)
+                _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
+                _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
+
+    return element_rows
+
+
+_ELEMENT_ROWS = {dim: _element_rows_kernel(dim) for dim in (1, 2, 3)}
+
+
+def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, *args) -> None:
+    """Volume terms of the elements e_lo:e_hi, summed over their quadrature points in order.
+
+    An element's sub-simplices are consecutive, and so are their points: the
+    element is integrated as one run of points, batch by batch
+    (``batched.py``), and its diagonal block and load are written once.  Each
+    parallel task takes ``TASK_ELEMENTS`` consecutive elements so that its
+    work arrays are allocated once.
+    """
+    _ELEMENT_ROWS[X.shape[1]](e_lo, e_hi, element_offsets, s_lo, pts, X, *args)
 
 
 @njit(parallel=True, cache=True)
