@@ -230,3 +230,64 @@ def gather_volume_coefficients(r0, n, X, W, A, B, C, F, want_load, x, w, Ab, Bb,
         Cb[q] = C[0 if one_c else r]
         if want_load:
             Fb[q] = F[0 if one_f else r]
+
+
+# --------------------------------------------------------------------------
+# interior faces
+
+
+@njit(cache=True, inline="always")
+def gather_face_point(q, r, X, W, A, B, n, sigma_f, x, w, An, coef):  # pragma: no cover - compiled
+    """Batch slot q <- point r of an interior face with unit normal ``n`` (out of K) and penalty ``sigma_f``.
+
+    An[:, q] = A n, and coef[q] = sigma + max(-b.n, 0): the penalty plus the
+    upwind weight where the flow enters K.
+    """
+    d = x.shape[0]
+    ra = 0 if A.shape[0] == 1 else r
+    rb = 0 if B.shape[0] == 1 else r
+    w[q] = W[r]
+    bn = B[rb, 0] * n[0]
+    for k in range(d):
+        x[k, q] = X[r, k]
+        s = A[ra, k, 0] * n[0]
+        for m in range(1, d):
+            s += A[ra, k, m] * n[m]
+        An[k, q] = s
+        if k > 0:
+            bn += B[rb, k] * n[k]
+    coef[q] = sigma_f - bn if bn < 0 else sigma_f
+
+
+@njit(cache=True, inline="always")
+def flux_batch(T, n, nb, An):  # pragma: no cover - compiled
+    """Turn the gradient rows of ``T`` (from :func:`basis_batch`) into normal fluxes, in place:
+
+    T[i, n + q] = (A grad phi_i) . n = grad phi_i . (A n)  (A symmetric).
+    """
+    d = An.shape[0]
+    for i in range(nb):
+        for q in range(n):
+            s = T[i, n + q] * An[0, q]
+            for k in range(1, d):
+                s += T[i, (k + 1) * n + q] * An[k, q]
+            T[i, n + q] = s
+
+
+@njit(cache=True, inline="always")
+def interior_trial_batch(S, n, nb, w, coef, sign, U):  # pragma: no cover - compiled
+    """Trial rows of one side of an interior face, for :func:`contract` with the test rows S_K of K.
+
+    With S[j, q] = phi_j, S[j, n + q] = (A grad phi_j).n on the trial side
+    and c_q = sigma + upwind weight (see
+    :func:`polydg.assembly.forms.interior_face_point`):
+
+        sign = +1 (block KK): U[j, q] = w (c phi_j - flux_j / 2),  U[j, n + q] = -w phi_j / 2;
+        sign = -1 (block KN): U[j, q] = w (-c phi_j - flux_j / 2), U[j, n + q] = +w phi_j / 2.
+    """
+    half = S.dtype.type(0.5)
+    for j in range(nb):
+        for q in range(n):
+            wq = w[q]
+            U[j, q] = wq * (sign * coef[q] * S[j, q] - half * S[j, n + q])
+            U[j, n + q] = -sign * half * wq * S[j, q]

@@ -23,8 +23,8 @@ import numpy as np
 from numba import njit, prange
 
 from ..basis import element_box_tables, eval_basis_point_scaled
-from .batched import (BATCH, basis_batch, contract, gather_volume_coefficients, load_batch,
-                      volume_trial_batch)
+from .batched import (BATCH, basis_batch, contract, flux_batch, gather_face_point, gather_volume_coefficients,
+                      interior_trial_batch, load_batch, volume_trial_batch)
 from .forms import dirichlet_point, inflow_point, interior_face_point, load_point, neumann_point, normal_flux, volume_point
 
 DIFFUSIVE, INFLOW = 0, 1
@@ -243,48 +243,96 @@ def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, *args) -> None:
     _ELEMENT_ROWS[X.shape[1]](e_lo, e_hi, element_offsets, s_lo, pts, X, *args)
 
 
-@njit(parallel=True, cache=True)
-def interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_offsets, face_local, pts,
-                  X, W, A, B, normal, sigma, lo, hi, degree, nbasis, table, rec,
-                  row_base, row_width, block_start, diag_entry, data):  # pragma: no cover - compiled
+@njit(cache=True, inline="always")
+def _interior_batch_flush(n, xb, w, An, coef, boxK, scaleK, pK, nbK, boxN, scaleN, pN, nbN, rec, table, L, dL,
+                          SK, SN, U, bKK, bKN):  # pragma: no cover - compiled
+    """Add the n gathered face points to the blocks KK and KN (see ``batched.py``)."""
+    basis_batch(xb, n, boxK, scaleK, rec, pK, table, nbK, L, dL, SK)
+    flux_batch(SK, n, nbK, An)
+    basis_batch(xb, n, boxN, scaleN, rec, pN, table, nbN, L, dL, SN)
+    flux_batch(SN, n, nbN, An)
+    one = SK.dtype.type(1)
+    interior_trial_batch(SK, n, nbK, w, coef, one, U)
+    contract(SK, U, 2 * n, nbK, nbK, bKK)
+    interior_trial_batch(SN, n, nbN, w, coef, -one, U)
+    contract(SK, U, 2 * n, nbK, nbN, bKN)
+
+
+def _interior_rows_kernel(dim: int):
+    """:func:`interior_rows` compiled for one space dimension (see :func:`_element_rows_kernel`)."""
+
+    @njit(parallel=True, cache=True)
+    def interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_offsets, face_local, pts,
+                      X, W, A, B, normal, sigma, lo, hi, degree, nbasis, table, rec,
+                      row_base, row_width, block_start, diag_entry, data):  # pragma: no cover - compiled
+        d = dim
+        nbmax = table.shape[0]
+        pmax = _table_degree(table)
+        dt = data.dtype
+        n_tasks = (e_hi - e_lo + TASK_ELEMENTS - 1) // TASK_ELEMENTS
+        for task in prange(n_tasks):
+            SK = np.empty((nbmax, (d + 1) * BATCH), dt)
+            SN = np.empty((nbmax, (d + 1) * BATCH), dt)
+            U = np.empty((nbmax, 2 * BATCH), dt)
+            L = np.empty((d, pmax + 1, BATCH), dt)
+            dL = np.empty((d, pmax + 1, BATCH), dt)
+            xb = np.empty((d, BATCH), dt)
+            An = np.empty((d, BATCH), dt)
+            w = np.empty(BATCH, dt)
+            coef = np.empty(BATCH, dt)
+            nvec = np.empty(d, dt)
+            bKK = np.empty((nbmax, nbmax), dt)
+            bKN = np.empty((nbmax, nbmax), dt)
+            boxK, scaleK = _box_scratch(d, pmax, data)
+            boxN, scaleN = _box_scratch(d, pmax, data)
+            for e in range(e_lo + task * TASK_ELEMENTS, min(e_hi, e_lo + (task + 1) * TASK_ELEMENTS)):
+                nbK, pK = nbasis[e], degree[e]
+                bKK[:nbK, :nbK] = 0.0
+                element_box_tables(lo[e], hi[e], pK, boxK, scaleK)
+                for k in range(adj_offsets[e], adj_offsets[e + 1]):
+                    t = adj_interface[k]
+                    if t < 0:
+                        continue
+                    c = adj_col[k]
+                    sign = 1.0 if e < c else -1.0
+                    nbN, pN = nbasis[c], degree[c]
+                    element_box_tables(lo[c], hi[c], pN, boxN, scaleN)
+                    bKN[:nbK, :nbN] = 0.0
+                    q = 0
+                    for f in range(interface_offsets[t], interface_offsets[t + 1]):
+                        fl = face_local[f]
+                        for m in range(d):
+                            nvec[m] = sign * normal[f, m]
+                        for r in range(pts[fl], pts[fl + 1]):
+                            gather_face_point(q, r, X, W, A, B, nvec, sigma[f], xb, w, An, coef)
+                            q += 1
+                            if q == BATCH:
+                                _interior_batch_flush(q, xb, w, An, coef, boxK, scaleK, pK, nbK, boxN, scaleN, pN,
+                                                      nbN, rec, table, L, dL, SK, SN, U, bKK, bKN)
+                                q = 0
+                    if q > 0:
+                        _interior_batch_flush(q, xb, w, An, coef, boxK, scaleK, pK, nbK, boxN, scaleN, pN, nbN, rec,
+                                              table, L, dL, SK, SN, U, bKK, bKN)
+                    _add_block(data, row_base[e], row_width[e], block_start[k], bKN, nbK, nbN)
+                _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], bKK, nbK, nbK)
+
+    return interior_rows
+
+
+_INTERIOR_ROWS = {dim: _interior_rows_kernel(dim) for dim in (1, 2, 3)}
+
+
+def interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_offsets, face_local, pts, X,
+                  *args) -> None:
     """Interior-face terms of the rows of elements e_lo:e_hi.
 
     Element e visits its interfaces in column order and each interface's
-    faces in order; block (e, c) is complete after its interface and is
-    written once, the diagonal contributions are added after all interfaces.
+    faces and points in order, in batches of ``BATCH`` points; block (e, c)
+    is complete after its interface and is written once, the diagonal
+    contributions are added after all interfaces.
     """
-    d = X.shape[1]
-    nbmax = table.shape[0]
-    pmax = _table_degree(table)
-    for e in prange(e_lo, e_hi):
-        nbK = nbasis[e]
-        bKK = np.zeros((nbK, nbK), data.dtype)
-        bKN = np.empty((nbK, nbmax), data.dtype)
-        n = np.empty(d, data.dtype)
-        An = np.empty(d, data.dtype)
-        leg, dleg, phiK, gradK = _basis_scratch(d, nbK, pmax, data)
-        fluxK = np.empty(nbK, data.dtype)
-        _, _, phiN, gradN = _basis_scratch(d, nbmax, pmax, data)
-        fluxN = np.empty(nbmax, data.dtype)
-        boxK, scaleK = _box_scratch(d, pmax, data)
-        boxN, scaleN = _box_scratch(d, pmax, data)
-        element_box_tables(lo[e], hi[e], degree[e], boxK, scaleK)
-        for k in range(adj_offsets[e], adj_offsets[e + 1]):
-            t = adj_interface[k]
-            if t < 0:
-                continue
-            c = adj_col[k]
-            sign = 1.0 if e < c else -1.0
-            nbN = nbasis[c]
-            element_box_tables(lo[c], hi[c], degree[c], boxN, scaleN)
-            bKN[:, :] = 0.0
-            for f in range(interface_offsets[t], interface_offsets[t + 1]):
-                fl = face_local[f]
-                interior_face_accumulate(sign, f, pts[fl], pts[fl + 1], X, W, A, B, normal, sigma, boxK, scaleK,
-                                         degree[e], nbK, boxN, scaleN, degree[c], nbN, rec, table, n, An, leg, dleg,
-                                         phiK, gradK, fluxK, phiN, gradN, fluxN, bKK, bKN)
-            _add_block(data, row_base[e], row_width[e], block_start[k], bKN, nbK, nbN)
-        _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], bKK, nbK, nbK)
+    _INTERIOR_ROWS[X.shape[1]](e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_offsets, face_local, pts,
+                               X, *args)
 
 
 @njit(parallel=True, cache=True)
@@ -319,75 +367,121 @@ def boundary_rows(mode, e_lo, e_hi, boundary_offsets, face_local, pts, X, W, A, 
 # entity kernels (atomic variant and Approach 1)
 
 
-@njit(parallel=True, cache=True)
-def simplex_blocks(s_lo, s_hi, simplex_element, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
-                   want_load, vals, vals_offsets, loads, load_offsets):  # pragma: no cover - compiled
-    """The volume block of every sub-simplex s_lo:s_hi, each into its own buffer slot."""
-    d = X.shape[1]
-    nbmax = table.shape[0]
-    pmax = _table_degree(table)
-    for s in prange(s_lo, s_hi):
-        e = simplex_element[s]
-        nb = nbasis[e]
-        sl = s - s_lo
-        block = np.zeros((nb, nb), vals.dtype)
-        vec = np.zeros(nb, vals.dtype)
-        leg, dleg, phi, grad = _basis_scratch(d, nb, pmax, vals)
-        ag = np.empty((d, nb), vals.dtype)
-        bg = np.empty(nb, vals.dtype)
-        box, scale = _box_scratch(d, pmax, vals)
-        element_box_tables(lo[e], hi[e], degree[e], box, scale)
-        simplex_accumulate(pts[sl], pts[sl + 1], X, W, A, B, C, F, box, scale, rec, degree[e], table, nb,
-                           want_load, leg, dleg, phi, grad, ag, bg, block, vec)
-        v0 = vals_offsets[sl]
-        for i in range(nb):
-            for j in range(nb):
-                vals[v0 + i * nb + j] = block[i, j]
-            loads[load_offsets[sl] + i] = vec[i]
+def _simplex_blocks_kernel(dim: int):
+    """:func:`simplex_blocks` compiled for one space dimension (see :func:`_element_rows_kernel`)."""
+
+    @njit(parallel=True, cache=True)
+    def simplex_blocks(s_lo, s_hi, simplex_element, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
+                       want_load, vals, vals_offsets, loads, load_offsets):  # pragma: no cover - compiled
+        d = dim
+        nbmax = table.shape[0]
+        pmax = _table_degree(table)
+        n_tasks = (s_hi - s_lo + TASK_ELEMENTS - 1) // TASK_ELEMENTS
+        for task in prange(n_tasks):
+            T, U, L, dL, xb, w, Ab, Bb, Cb, Fb = _volume_scratch(d, nbmax, pmax, vals)
+            block = np.empty((nbmax, nbmax), vals.dtype)
+            vec = np.empty(nbmax, vals.dtype)
+            box, scale = _box_scratch(d, pmax, vals)
+            for s in range(s_lo + task * TASK_ELEMENTS, min(s_hi, s_lo + (task + 1) * TASK_ELEMENTS)):
+                e = simplex_element[s]
+                nb = nbasis[e]
+                sl = s - s_lo
+                block[:nb, :nb] = 0.0
+                vec[:nb] = 0.0
+                element_box_tables(lo[e], hi[e], degree[e], box, scale)
+                volume_points_accumulate(pts[sl], pts[sl + 1], X, W, A, B, C, F, box, scale, rec, degree[e], table,
+                                         nb, want_load, T, U, L, dL, xb, w, Ab, Bb, Cb, Fb, block, vec)
+                v0 = vals_offsets[sl]
+                for i in range(nb):
+                    for j in range(nb):
+                        vals[v0 + i * nb + j] = block[i, j]
+                    loads[load_offsets[sl] + i] = vec[i]
+
+    return simplex_blocks
 
 
-@njit(parallel=True, cache=True)
-def interior_face_blocks(faces, face_elements, face_local, pts, X, W, A, B, normal, sigma, lo, hi, degree,
-                         nbasis, table, rec, vals, vals_offsets):  # pragma: no cover - compiled
+_SIMPLEX_BLOCKS = {dim: _simplex_blocks_kernel(dim) for dim in (1, 2, 3)}
+
+
+def simplex_blocks(s_lo, s_hi, simplex_element, pts, X, *args) -> None:
+    """The volume block of every sub-simplex s_lo:s_hi, each into its own buffer slot.
+
+    The same batched volume form as :func:`element_rows`, one sub-simplex at a time.
+    """
+    _SIMPLEX_BLOCKS[X.shape[1]](s_lo, s_hi, simplex_element, pts, X, *args)
+
+
+def _interior_face_blocks_kernel(dim: int):
+    """:func:`interior_face_blocks` compiled for one space dimension (see :func:`_element_rows_kernel`)."""
+
+    @njit(parallel=True, cache=True)
+    def interior_face_blocks(faces, face_elements, face_local, pts, X, W, A, B, normal, sigma, lo, hi, degree,
+                             nbasis, table, rec, vals, vals_offsets):  # pragma: no cover - compiled
+        d = dim
+        nbmax = table.shape[0]
+        pmax = _table_degree(table)
+        dt = vals.dtype
+        n_tasks = (faces.shape[0] + TASK_ELEMENTS - 1) // TASK_ELEMENTS
+        for task in prange(n_tasks):
+            SK = np.empty((nbmax, (d + 1) * BATCH), dt)
+            SN = np.empty((nbmax, (d + 1) * BATCH), dt)
+            U = np.empty((nbmax, 2 * BATCH), dt)
+            L = np.empty((d, pmax + 1, BATCH), dt)
+            dL = np.empty((d, pmax + 1, BATCH), dt)
+            xb = np.empty((d, BATCH), dt)
+            An = np.empty((d, BATCH), dt)
+            w = np.empty(BATCH, dt)
+            coef = np.empty(BATCH, dt)
+            nvec = np.empty(d, dt)
+            bKK = np.empty((nbmax, nbmax), dt)
+            bKN = np.empty((nbmax, nbmax), dt)
+            boxK, scaleK = _box_scratch(d, pmax, vals)
+            boxN, scaleN = _box_scratch(d, pmax, vals)
+            for t in range(task * TASK_ELEMENTS, min(faces.shape[0], (task + 1) * TASK_ELEMENTS)):
+                f = faces[t]
+                fl = face_local[f]
+                pos = vals_offsets[t]
+                for side in range(2):
+                    e = face_elements[f, side]
+                    c = face_elements[f, 1 - side]
+                    sign = 1.0 if side == 0 else -1.0
+                    nbK, nbN = nbasis[e], nbasis[c]
+                    element_box_tables(lo[e], hi[e], degree[e], boxK, scaleK)
+                    element_box_tables(lo[c], hi[c], degree[c], boxN, scaleN)
+                    bKK[:nbK, :nbK] = 0.0
+                    bKN[:nbK, :nbN] = 0.0
+                    for m in range(d):
+                        nvec[m] = sign * normal[f, m]
+                    q = 0
+                    for r in range(pts[fl], pts[fl + 1]):
+                        gather_face_point(q, r, X, W, A, B, nvec, sigma[f], xb, w, An, coef)
+                        q += 1
+                        if q == BATCH or r == pts[fl + 1] - 1:
+                            _interior_batch_flush(q, xb, w, An, coef, boxK, scaleK, degree[e], nbK, boxN, scaleN,
+                                                  degree[c], nbN, rec, table, L, dL, SK, SN, U, bKK, bKN)
+                            q = 0
+                    for i in range(nbK):
+                        for j in range(nbK):
+                            vals[pos] = bKK[i, j]
+                            pos += 1
+                    for i in range(nbK):
+                        for j in range(nbN):
+                            vals[pos] = bKN[i, j]
+                            pos += 1
+
+    return interior_face_blocks
+
+
+_INTERIOR_FACE_BLOCKS = {dim: _interior_face_blocks_kernel(dim) for dim in (1, 2, 3)}
+
+
+def interior_face_blocks(faces, face_elements, face_local, pts, X, *args) -> None:
     """The four blocks (K1K1, K1K2, K2K2, K2K1) of every listed interior face.
 
     Slot layout of face t: [K1K1 (n1 x n1), K1K2 (n1 x n2), K2K2 (n2 x n2), K2K1 (n2 x n1)].
+    The same batched face form as :func:`interior_rows`, one face at a time.
     """
-    d = X.shape[1]
-    nbmax = table.shape[0]
-    pmax = _table_degree(table)
-    for t in prange(faces.shape[0]):
-        f = faces[t]
-        fl = face_local[f]
-        n = np.empty(d, vals.dtype)
-        An = np.empty(d, vals.dtype)
-        leg, dleg, phiK, gradK = _basis_scratch(d, nbmax, pmax, vals)
-        fluxK = np.empty(nbmax, vals.dtype)
-        _, _, phiN, gradN = _basis_scratch(d, nbmax, pmax, vals)
-        fluxN = np.empty(nbmax, vals.dtype)
-        boxK, scaleK = _box_scratch(d, pmax, vals)
-        boxN, scaleN = _box_scratch(d, pmax, vals)
-        pos = vals_offsets[t]
-        for side in range(2):
-            e = face_elements[f, side]
-            c = face_elements[f, 1 - side]
-            sign = 1.0 if side == 0 else -1.0
-            nbK, nbN = nbasis[e], nbasis[c]
-            element_box_tables(lo[e], hi[e], degree[e], boxK, scaleK)
-            element_box_tables(lo[c], hi[c], degree[c], boxN, scaleN)
-            bKK = np.zeros((nbK, nbK), vals.dtype)
-            bKN = np.zeros((nbK, nbN), vals.dtype)
-            interior_face_accumulate(sign, f, pts[fl], pts[fl + 1], X, W, A, B, normal, sigma, boxK, scaleK,
-                                     degree[e], nbK, boxN, scaleN, degree[c], nbN, rec, table, n, An, leg, dleg,
-                                     phiK, gradK, fluxK, phiN, gradN, fluxN, bKK, bKN)
-            for i in range(nbK):
-                for j in range(nbK):
-                    vals[pos] = bKK[i, j]
-                    pos += 1
-            for i in range(nbK):
-                for j in range(nbN):
-                    vals[pos] = bKN[i, j]
-                    pos += 1
+    _INTERIOR_FACE_BLOCKS[X.shape[1]](faces, face_elements, face_local, pts, X, *args)
 
 
 @njit(parallel=True, cache=True)

@@ -1,0 +1,132 @@
+"""The batched CPU forms (assembly/batched.py) against the pointwise forms (assembly/forms.py).
+
+The pointwise forms are the mathematics as written in the paper (and what a
+GPU thread runs); the batched ones reorder the same sums for SIMD.  They must
+agree to round-off, for every dimension, degree, constant or varying
+coefficient, and batch sizes that do and do not fill a batch.
+"""
+
+import numpy as np
+import pytest
+from numba import njit
+
+from polydg.assembly import kernels as K
+from polydg.assembly.batched import BATCH, contract
+from polydg.basis import legendre_recurrence, multi_indices
+
+
+@njit(cache=True)
+def _volume_both(X, W, A, B, C, F, box, scale, rec, p, table, nb):
+    d = X.shape[1]
+    pmax = p
+    leg, dleg, phi, grad = K._basis_scratch(d, nb, pmax, X)
+    ag = np.empty((d, nb))
+    bg = np.empty(nb)
+    ref = np.zeros((nb, nb))
+    ref_vec = np.zeros(nb)
+    K.simplex_accumulate(0, X.shape[0], X, W, A, B, C, F, box, scale, rec, p, table, nb, True, leg, dleg, phi, grad,
+                         ag, bg, ref, ref_vec)
+    T, U, L, dL, xb, w, Ab, Bb, Cb, Fb = K._volume_scratch(d, nb, pmax, X)
+    out = np.zeros((nb, nb))
+    out_vec = np.zeros(nb)
+    K.volume_points_accumulate(0, X.shape[0], X, W, A, B, C, F, box, scale, rec, p, table, nb, True, T, U, L, dL, xb,
+                               w, Ab, Bb, Cb, Fb, out, out_vec)
+    return ref, ref_vec, out, out_vec
+
+
+def _box(rng, d, p):
+    lo = rng.uniform(-1, 0, d)
+    hi = lo + rng.uniform(0.5, 2, d)
+    box = np.empty((d, 2))
+    scale = np.empty((d, p + 1))
+    from polydg.basis import element_box_tables
+    element_box_tables(lo, hi, p, box, scale)
+    return lo, hi, box, scale
+
+
+@pytest.mark.parametrize("d,p", [(2, 1), (2, 3), (3, 0), (3, 2), (3, 4)])
+@pytest.mark.parametrize("n_points", [1, 7, BATCH, BATCH + 5, 3 * BATCH])
+@pytest.mark.parametrize("constant_A", [True, False])
+def test_volume_batches_match_pointwise_form(d, p, n_points, constant_A):
+    rng = np.random.default_rng(10 * d + p + n_points)
+    lo, hi, box, scale = _box(rng, d, p)
+    X = lo + (hi - lo) * rng.random((n_points, d))
+    W = rng.random(n_points)
+    M = rng.normal(size=(n_points, d, d))
+    A = np.einsum("nij,nkj->nik", M, M) + np.eye(d)
+    if constant_A:
+        A = A[:1].copy()
+    B, C, F = rng.normal(size=(n_points, d)), rng.normal(size=n_points), rng.normal(size=n_points)
+    table = multi_indices(p, d).astype(np.int64)
+    ref, ref_vec, out, out_vec = _volume_both(X, W, A, B, C, F, box, scale, legendre_recurrence(p), p, table,
+                                              len(table))
+    assert np.abs(ref).max() > 0  # the test sees real values
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+    np.testing.assert_allclose(out_vec, ref_vec, rtol=1e-12, atol=1e-12 * np.abs(ref_vec).max())
+
+
+@pytest.mark.parametrize("nr,nc,R", [(1, 1, 1), (4, 4, 24), (10, 6, 200), (7, 11, 33)])
+def test_contract_is_a_matrix_product(nr, nc, R):
+    rng = np.random.default_rng(nr * nc + R)
+    T, U = rng.normal(size=(nr + 2, R + 3)), rng.normal(size=(nc + 1, R + 3))
+    block = rng.normal(size=(nr + 1, nc + 2))
+    expected = block.copy()
+    expected[:nr, :nc] += T[:nr, :R] @ U[:nc, :R].T
+    contract(T, U, R, nr, nc, block)
+    np.testing.assert_allclose(block, expected, rtol=1e-13, atol=1e-13)
+
+
+@njit(cache=True)
+def _face_both(X, W, A, B, normal, sigma, boxK, scaleK, pK, nbK, boxN, scaleN, pN, nbN, rec, table):
+    d = X.shape[1]
+    pmax = max(pK, pN)
+    nbmax = max(nbK, nbN)
+    n = np.empty(d)
+    An = np.empty(d)
+    leg, dleg, phiK, gradK = K._basis_scratch(d, nbmax, pmax, X)
+    _, _, phiN, gradN = K._basis_scratch(d, nbmax, pmax, X)
+    fluxK, fluxN = np.empty(nbmax), np.empty(nbmax)
+    refKK, refKN = np.zeros((nbK, nbK)), np.zeros((nbK, nbN))
+    K.interior_face_accumulate(-1.0, 0, 0, X.shape[0], X, W, A, B, normal, sigma, boxK, scaleK, pK, nbK, boxN, scaleN,
+                               pN, nbN, rec, table, n, An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN,
+                               refKK, refKN)
+    SK, SN = np.empty((nbmax, (d + 1) * BATCH)), np.empty((nbmax, (d + 1) * BATCH))
+    U = np.empty((nbmax, 2 * BATCH))
+    L, dL = np.empty((d, pmax + 1, BATCH)), np.empty((d, pmax + 1, BATCH))
+    xb, Anb = np.empty((d, BATCH)), np.empty((d, BATCH))
+    w, coef = np.empty(BATCH), np.empty(BATCH)
+    outKK, outKN = np.zeros((nbK, nbK)), np.zeros((nbK, nbN))
+    for k in range(d):
+        n[k] = -normal[0, k]
+    q = 0
+    for r in range(X.shape[0]):
+        K.gather_face_point(q, r, X, W, A, B, n, sigma[0], xb, w, Anb, coef)
+        q += 1
+        if q == BATCH or r == X.shape[0] - 1:
+            K._interior_batch_flush(q, xb, w, Anb, coef, boxK, scaleK, pK, nbK, boxN, scaleN, pN, nbN, rec, table,
+                                    L, dL, SK, SN, U, outKK, outKN)
+            q = 0
+    return refKK, refKN, outKK, outKN
+
+
+@pytest.mark.parametrize("d,pK,pN", [(2, 1, 1), (2, 3, 1), (3, 2, 2), (3, 1, 3)])
+@pytest.mark.parametrize("n_points", [1, 6, BATCH + 1])
+def test_interior_face_batches_match_pointwise_form(d, pK, pN, n_points):
+    rng = np.random.default_rng(d + 7 * pK + 3 * pN + n_points)
+    loK, hiK, boxK, scaleK = _box(rng, d, pK)
+    _, _, boxN, scaleN = _box(rng, d, pN)
+    X = loK + (hiK - loK) * rng.random((n_points, d))
+    W = rng.random(n_points)
+    M = rng.normal(size=(n_points, d, d))
+    A = np.einsum("nij,nkj->nik", M, M)
+    B = rng.normal(size=(n_points, d))  # both signs of b.n: the upwind switch is exercised
+    normal = rng.normal(size=(1, d))
+    normal /= np.linalg.norm(normal)
+    pmax = max(pK, pN)
+    table = multi_indices(pmax, d).astype(np.int64)
+    nbK, nbN = len(multi_indices(pK, d)), len(multi_indices(pN, d))
+    refKK, refKN, outKK, outKN = _face_both(X, W, A, B, normal, np.array([3.5]), boxK, scaleK, pK, nbK, boxN,
+                                            scaleN, pN, nbN, legendre_recurrence(pmax), table)
+    for out, ref in ((outKK, refKK), (outKN, refKN)):
+        assert np.abs(ref).max() > 0
+        np.testing.assert_allclose(out, ref, rtol=1e-11, atol=1e-12 * np.abs(ref).max())
