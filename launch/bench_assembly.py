@@ -46,7 +46,7 @@ CASES = {
            ("oscillating-square:502", 8_337, 3)],
 }
 ROWS = ("element_kernel", "interior_kernel", "boundary_kernel", "inflow_kernel", "total_kernels", "indices",
-        "quadrature_points", "coefficients", "penalty", "total_assembly")
+        "values", "quadrature_points", "coefficients", "penalty", "total_assembly")
 
 
 def dgemm_rate(n: int = 2048, repeat: int = 3) -> float:

@@ -24,6 +24,7 @@ TABLE_ROWS = (
     ("solve", "solve"),
 )
 DETAIL_ROWS = (
+    ("  values (zeroed)", "values"),
     ("  quadrature points", "quadrature_points"),
     ("  coefficients", "coefficients"),
     ("  penalty", "penalty"),

@@ -40,7 +40,7 @@ from .points import PointBatch, compile_point_kernels, point_counts, simplex_poi
 APPROACHES = ("2", "atomic", "1")
 PRECISIONS = {"double": np.float64, "single": np.float32}
 TIMING_KEYS = ("element_kernel", "interior_kernel", "boundary_kernel", "inflow_kernel",
-               "total_kernels", "indices", "quadrature_points", "coefficients", "penalty", "total_assembly", "jit")
+               "total_kernels", "indices", "values", "quadrature_points", "coefficients", "penalty", "total_assembly", "jit")
 
 #: bytes of working memory per quadrature point (points, weights, normals,
 #: coefficients and the temporaries of their evaluation), used to size chunks
@@ -272,10 +272,11 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
 
     # --- pattern ("indices") -------------------------------------------------
     t = time.perf_counter()
-    # the value array is zeroed (first touched) in the same pass as indices;
-    # Approach 1 builds its own from the COO triplets
-    pattern = sparsity_pattern(mesh, space.dof_offsets, elements, values_dtype=dtype if approach != "1" else None)
+    pattern = sparsity_pattern(mesh, space.dof_offsets, elements)
     t = timer.add("indices", t)
+    # the value array (Approach 1 builds its own from the COO triplets)
+    data = pattern.zeroed_values(dtype) if approach != "1" else np.zeros(0, dtype=dtype)
+    t = timer.add("values", t)
     adj_interface = np.full(len(pattern.adj_col), -1, dtype=np.int64)
     adj_interface[pattern.interface_entry[:, 0]] = np.arange(mesh.n_interfaces)
     adj_interface[pattern.interface_entry[:, 1]] = np.arange(mesh.n_interfaces)
@@ -286,7 +287,6 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     sigma = sigma64.astype(dtype)
     t = timer.add("penalty", t)
 
-    data = pattern.values if approach != "1" else np.zeros(0, dtype=dtype)
     rhs = np.zeros(pattern.n_rows, dtype=dtype)
     lo = np.ascontiguousarray(mesh.bbox_min, dtype=dtype)
     hi = np.ascontiguousarray(mesh.bbox_max, dtype=dtype)

@@ -58,7 +58,20 @@ class SparsityPattern:
     diag_entry: np.ndarray
     interface_entry: np.ndarray
     first_row: int = 0
-    values: np.ndarray | None = None
+    elements: np.ndarray | None = None
+    element_dofs: np.ndarray | None = None
+
+    def zeroed_values(self, dtype) -> np.ndarray:
+        """A zeroed CSR value array for this pattern.
+
+        Zeroed in parallel, element row block by element row block: the first
+        write to fresh memory costs a page fault, and this way the faults are
+        taken by all threads, in their own step, instead of inside the first
+        kernel.
+        """
+        values = np.empty(self.nnz, dtype=dtype)
+        _zero_rows(self.elements, self.element_dofs, self.row_base, self.row_width, values)
+        return values
 
     @property
     def nnz(self) -> int:
@@ -66,9 +79,8 @@ class SparsityPattern:
 
 
 @njit(parallel=True, cache=True)
-def _fill_indices(elements, dof_offsets, element_dofs, adj_offsets, adj_col, row_base, row_width, indices,
-                  values):  # pragma: no cover
-    zero_values = values.shape[0] == indices.shape[0]
+def _fill_indices(elements, dof_offsets, element_dofs, adj_offsets, adj_col, row_base, row_width,
+                  indices):  # pragma: no cover
     for t in prange(elements.shape[0]):
         e = elements[t]
         w = row_width[e]
@@ -80,28 +92,28 @@ def _fill_indices(elements, dof_offsets, element_dofs, adj_offsets, adj_col, row
                 for j in range(element_dofs[c]):
                     indices[pos] = start + j
                     pos += 1
-            if zero_values:
-                for k in range(row_base[e] + i * w, pos):
-                    values[k] = 0
+
+
+@njit(parallel=True, cache=True)
+def _zero_rows(elements, element_dofs, row_base, row_width, values):  # pragma: no cover
+    for t in prange(elements.shape[0]):
+        e = elements[t]
+        for k in range(row_base[e], row_base[e] + element_dofs[e] * row_width[e]):
+            values[k] = 0
 
 
 def compile_pattern_kernels() -> None:
     """Compile (or load from Numba's cache) the pattern kernel, on empty input."""
     z = np.zeros(0, dtype=np.int64)
+    _fill_indices(z, np.zeros(1, np.int64), z, np.zeros(1, np.int64), z, z, z, z)
     for dtype in (np.float64, np.float32):
-        _fill_indices(z, np.zeros(1, np.int64), z, np.zeros(1, np.int64), z, z, z, z, np.zeros(0, dtype))
+        _zero_rows(z, z, z, z, np.zeros(0, dtype))
 
 
 def sparsity_pattern(
-    mesh: PolytopicMesh, dof_offsets: np.ndarray, elements: np.ndarray | None = None,
-    values_dtype: np.dtype | None = None,
+    mesh: PolytopicMesh, dof_offsets: np.ndarray, elements: np.ndarray | None = None
 ) -> SparsityPattern:
     """Sparsity pattern of the rows of ``elements`` (default: all, in order).
-
-    With ``values_dtype`` the pattern also carries ``values``, the zeroed CSR
-    value array, written in the same parallel pass as ``indices``: the first
-    write to fresh memory costs a page fault, and this way those faults are
-    taken once, by all threads, instead of inside the first kernel.
 
     ``elements`` must be a contiguous, increasing range of element ids (the
     rows of one rank); its rows are numbered from ``dof_offsets[elements[0]]``.
@@ -147,8 +159,7 @@ def sparsity_pattern(
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(np.repeat(row_width[elements], element_dofs[elements]), out=indptr[1:])
     indices = np.empty(int(indptr[-1]), dtype=np.int64)
-    values = np.empty(len(indices) if values_dtype is not None else 0, dtype=values_dtype or np.float64)
-    _fill_indices(elements, dof_offsets, element_dofs, adj_offsets, adj_col, row_base, row_width, indices, values)
+    _fill_indices(elements, dof_offsets, element_dofs, adj_offsets, adj_col, row_base, row_width, indices)
     return SparsityPattern(
         n_rows=n_rows,
         n_cols=int(dof_offsets[-1]),
@@ -162,5 +173,6 @@ def sparsity_pattern(
         diag_entry=diag_entry.astype(np.int64),
         interface_entry=interface_entry.astype(np.int64),
         first_row=int(dof_offsets[elements[0]]) if len(elements) else 0,
-        values=values if values_dtype is not None else None,
+        elements=elements,
+        element_dofs=element_dofs.astype(np.int64),
     )
