@@ -2,10 +2,15 @@
 
 Data flow (DESIGN.md section 5)::
 
-    DGSpace --sparsity_pattern--> indptr/indices
+    DGSpace --sparsity_pattern--> indptr/indices, then the zeroed value array
             --diffusion_bound, face_penalty--> sigma per face
             --for each chunk of elements: quadrature points, coefficients
               (the problem's vectorised callables), compiled kernels--> data, rhs
+
+The kernels (``kernels.py``) integrate with the batched forms of
+``batched.py``: an element's points, a batch at a time, as small dot-product
+contractions; ``forms.py`` holds the same mathematics one point at a time
+(the GPU's form, tested against the batched one).
 
 Three reductions give the same matrix up to round-off:
 
@@ -180,7 +185,7 @@ class _Timer:
 
 
 def _face_point_batch(mesh, faces: np.ndarray, degrees: np.ndarray) -> PointBatch:
-    return simplex_points(mesh.points[mesh.face_vertices[faces]], mesh.face_measure[faces], degrees)
+    return simplex_points(mesh.points, mesh.face_measure[faces], degrees, cells=mesh.face_vertices[faces])
 
 
 def _face_degree(degree: np.ndarray, face_elements: np.ndarray, extra: int) -> np.ndarray:
@@ -318,7 +323,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         t = time.perf_counter()
         s_lo, s_hi = int(mesh.element_offsets[e_lo]), int(mesh.element_offsets[e_hi])
         q = default_degree(degree[mesh.simplex_element[s_lo:s_hi]], quadrature_extra)
-        batch = simplex_points(mesh.points[mesh.simplices[s_lo:s_hi]], mesh.simplex_volume[s_lo:s_hi], q)
+        batch = simplex_points(mesh.points, mesh.simplex_volume[s_lo:s_hi], q, cells=mesh.simplices[s_lo:s_hi])
         X, W = batch.x.astype(dtype, copy=False), batch.weight.astype(dtype, copy=False)
         t = timer.add("quadrature_points", t)
         A, B, C, F = coeff.volume(batch.x, want_load=True)

@@ -1,6 +1,6 @@
 """Compiled block kernels (Numba) for volume, interior-face and boundary terms.
 
-Two families share the same per-entity accumulators:
+Two families share the same accumulators:
 
 * row kernels (Approach 2, the default): one parallel iteration per element
   assembles that element's rows — its diagonal block summed over its
@@ -12,6 +12,14 @@ Two families share the same per-entity accumulators:
   sub-simplex or face writes its blocks to a buffer; the buffer is then
   scatter-added into the CSR data (the paper's atomic variant) or turned into
   COO triplets with duplicates (Approach 1).
+
+Volume and interior-face terms use the batched forms of ``batched.py``
+(points in batches, contracted as small dot products); the kernels that run
+them are compiled once per space dimension (``_element_rows_kernel`` and
+friends), so that the work arrays have compile-time shapes.  Boundary terms,
+a small share of the work, use the pointwise forms of ``forms.py``, as do
+``simplex_accumulate`` and ``interior_face_accumulate``, the pointwise
+references the tests compare the batched kernels with.
 
 Coefficient arrays have either one row per quadrature point or a single row
 (constant coefficient, never expanded); ``_row(r, a)`` picks the right one.

@@ -72,7 +72,7 @@ def diffusion_bound(mesh: PolytopicMesh, problem, degree: np.ndarray, extra: int
     step = max(1, max_points // 64)
     while s < mesh.n_simplices:  # chunks of sub-simplices bound the memory
         e = min(s + step, mesh.n_simplices)
-        batch = simplex_points(mesh.points[mesh.simplices[s:e]], mesh.simplex_volume[s:e], q[s:e])
+        batch = simplex_points(mesh.points, mesh.simplex_volume[s:e], q[s:e], cells=mesh.simplices[s:e])
         A = problem.diffusion_at(batch.x)
         g = np.abs(A).sum(axis=2).max(axis=1)
         if len(g) == 1:

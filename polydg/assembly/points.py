@@ -43,23 +43,34 @@ def point_counts(dim: int, degrees: np.ndarray) -> np.ndarray:
     return table[degrees]
 
 
-def simplex_points(vertices: np.ndarray, measures: np.ndarray, degrees: np.ndarray) -> PointBatch:
-    """Quadrature points of simplices (n, k+1, d) of dimension k, rule degree per simplex.
+def simplex_points(vertices: np.ndarray, measures: np.ndarray, degrees: np.ndarray,
+                   cells: np.ndarray | None = None) -> PointBatch:
+    """Quadrature points of n simplices of dimension k, rule degree per simplex.
 
-    ``measures`` are the k-dimensional measures of the simplices.
+    ``vertices`` is (n, k+1, d), the corners of each simplex; or, with
+    ``cells`` (n, k+1) vertex ids, the mesh's points (m, d), gathered inside
+    the compiled loop (no (n, k+1, d) copy).  ``measures`` are the
+    k-dimensional measures of the simplices.
     """
-    n, kp1, d = vertices.shape
+    vertices = np.ascontiguousarray(vertices, dtype=np.float64)
+    if cells is None:
+        n, kp1, d = vertices.shape
+        cells = np.arange(n * kp1, dtype=np.int64).reshape(n, kp1)
+        vertices = vertices.reshape(n * kp1, d)
+    cells = np.ascontiguousarray(cells, dtype=np.int64)
+    n, kp1 = cells.shape
+    d = vertices.shape[1]
     counts = point_counts(kp1 - 1, degrees)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     x = np.empty((int(offsets[-1]), d))
     weight = np.empty(int(offsets[-1]))
-    vertices = np.ascontiguousarray(vertices, dtype=np.float64)
     measures = np.ascontiguousarray(measures, dtype=np.float64)
-    for q in np.unique(degrees):  # loop over distinct rule degrees only
+    qs = np.unique(degrees)
+    for q in qs:  # loop over distinct rule degrees only
         lam, w = simplex_rule(kp1 - 1, int(q))
-        members = np.flatnonzero(degrees == q).astype(np.int64)
-        _map_points(members, offsets, vertices, measures, np.ascontiguousarray(lam), np.ascontiguousarray(w),
+        members = np.arange(n, dtype=np.int64) if len(qs) == 1 else np.flatnonzero(degrees == q).astype(np.int64)
+        _map_points(members, offsets, vertices, cells, measures, np.ascontiguousarray(lam), np.ascontiguousarray(w),
                     x, weight)
     return PointBatch(x, weight, offsets)
 
@@ -67,15 +78,15 @@ def simplex_points(vertices: np.ndarray, measures: np.ndarray, degrees: np.ndarr
 def compile_point_kernels() -> None:
     """Compile (or load from Numba's cache) the point mapping, on empty input."""
     z = np.zeros(0, dtype=np.int64)
-    _map_points(z, np.zeros(1, np.int64), np.zeros((0, 2, 2)), np.zeros(0), np.zeros((1, 2)), np.zeros(1),
-                np.zeros((0, 2)), np.zeros(0))
+    _map_points(z, np.zeros(1, np.int64), np.zeros((0, 2)), np.zeros((0, 2), np.int64), np.zeros(0),
+                np.zeros((1, 2)), np.zeros(1), np.zeros((0, 2)), np.zeros(0))
 
 
 @njit(parallel=True, cache=True)
-def _map_points(members, offsets, vertices, measures, lam, w, x, weight):  # pragma: no cover - compiled
-    """x_q = sum_k lam_qk v_k and w_q |S| for the listed simplices."""
+def _map_points(members, offsets, points, cells, measures, lam, w, x, weight):  # pragma: no cover - compiled
+    """x_q = sum_k lam_qk v_k (v_k = points[cells[s, k]]) and w_q |S| for the listed simplices."""
     nq, kp1 = lam.shape
-    d = vertices.shape[2]
+    d = points.shape[1]
     for t in prange(members.shape[0]):
         s = members[t]
         r0 = offsets[s]
@@ -83,6 +94,6 @@ def _map_points(members, offsets, vertices, measures, lam, w, x, weight):  # pra
             for m in range(d):
                 acc = 0.0
                 for k in range(kp1):
-                    acc += lam[q, k] * vertices[s, k, m]
+                    acc += lam[q, k] * points[cells[s, k], m]
                 x[r0 + q, m] = acc
             weight[r0 + q] = measures[s] * w[q]
