@@ -23,6 +23,10 @@ references the tests compare the batched kernels with.
 
 Coefficient arrays have either one row per quadrature point or a single row
 (constant coefficient, never expanded); ``_row(r, a)`` picks the right one.
+
+Numba's on-disk cache of a kernel is keyed on this file only: after editing
+``batched.py``, ``forms.py`` or ``basis.py`` in a checkout, delete
+``polydg/**/__pycache__/*.nb*`` (an install always recompiles).
 """
 
 from __future__ import annotations
