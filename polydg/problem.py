@@ -416,7 +416,7 @@ def _default_mesh(d: int) -> str:
 # --- paper ------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)
+@njit("float64[::1](float64[:, ::1], float64)", cache=True, nogil=True)
 def _paper_source(x, eps):  # pragma: no cover - compiled
     """f of :func:`paper_problem` at the points x (n, d), in one pass:
 
@@ -425,7 +425,8 @@ def _paper_source(x, eps):  # pragma: no cover - compiled
 
     As a NumPy expression this made a dozen (n, d) temporaries and was the
     most expensive step of assembling paper-3d; ``nogil`` lets the assembler
-    split large batches over threads.
+    split large batches over threads.  Compiled (or loaded from the cache)
+    at import, so that no JIT time lands inside an assembly.
     """
     n, d = x.shape
     out = np.empty(n)

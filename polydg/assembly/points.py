@@ -78,8 +78,9 @@ def simplex_points(vertices: np.ndarray, measures: np.ndarray, degrees: np.ndarr
 def compile_point_kernels() -> None:
     """Compile (or load from Numba's cache) the point mapping, on empty input."""
     z = np.zeros(0, dtype=np.int64)
+    lam, w = simplex_rule(1, 1)  # the cached rules are read-only arrays: a type of their own for Numba
     _map_points(z, np.zeros(1, np.int64), np.zeros((0, 2)), np.zeros((0, 2), np.int64), np.zeros(0),
-                np.zeros((1, 2)), np.zeros(1), np.zeros((0, 2)), np.zeros(0))
+                np.ascontiguousarray(lam), np.ascontiguousarray(w), np.zeros((0, 2)), np.zeros(0))
 
 
 @njit(parallel=True, cache=True)
