@@ -31,6 +31,17 @@ if not hasattr(np, "row_stack"):  # removed in NumPy 2.4; numba-cuda <= 0.2x sti
 from numba import cuda, float64  # noqa: E402  (module level: the CUDA simulator swaps the kernels' ``cuda``)
 
 
+def launch(kernel, grid: int, threads: int, args: tuple, times: int) -> list[float]:
+    """Run ``kernel[grid, threads](*args)`` ``times`` times; the wall seconds of each run (the first compiles)."""
+    out = []
+    for _ in range(times):
+        t = time.perf_counter()
+        kernel[grid, threads](*args)
+        cuda.synchronize()
+        out.append(time.perf_counter() - t)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mesh", default="cube:16")
@@ -129,12 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     vals, loads = cuda.device_array((ns, NB, NB)), cuda.device_array((ns, NB))
     threads = 128
     grid = (ns + threads - 1) // threads
-    times = []
-    for _ in range(1 if simulated else args.repeat + 1):
-        t = time.perf_counter()
-        simplex_kernel[grid, threads](*dev, vals, loads)
-        cuda.synchronize()
-        times.append(time.perf_counter() - t)
+    times = launch(simplex_kernel, grid, threads, (*dev, vals, loads), 1 if simulated else args.repeat + 1)
     got, got_load = vals.copy_to_host().ravel(), loads.copy_to_host().ravel()
     err_v = np.abs(got - ref).max() / np.abs(ref).max()
     err_l = np.abs(got_load - ref_load).max() / np.abs(ref_load).max()
@@ -208,12 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     dev = [cuda.to_device(np.ascontiguousarray(a)) for a in host]
     fvals = cuda.device_array((n_int, 2, 2, NB, NB))
     grid = (2 * n_int + threads - 1) // threads
-    times = []
-    for _ in range(1 if simulated else args.repeat + 1):
-        t = time.perf_counter()
-        face_kernel[grid, threads](*dev, fvals)
-        cuda.synchronize()
-        times.append(time.perf_counter() - t)
+    times = launch(face_kernel, grid, threads, (*dev, fvals), 1 if simulated else args.repeat + 1)
     got_f = fvals.copy_to_host().ravel()  # same slot order as the CPU buffer: K1K1, K1K2, K2K2, K2K1
     err_f = np.abs(got_f - ref_f).max() / np.abs(ref_f).max()
     n_fp = int(fb.offsets[-1])

@@ -190,6 +190,17 @@ def _volume_scratch(d, nbmax, pmax, like):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
+def _face_scratch(d, nbmax, pmax, like):  # pragma: no cover - compiled
+    """Work arrays of the batched interior-face terms: test rows SK, SN, trial rows U, Legendre tables
+    L, dL, and per point x, A n, w, sigma + upwind weight; the normal; the blocks KK and KN."""
+    n, dt = BATCH, like.dtype
+    return (np.empty((nbmax, (d + 1) * n), dt), np.empty((nbmax, (d + 1) * n), dt), np.empty((nbmax, 2 * n), dt),
+            np.empty((d, pmax + 1, n), dt), np.empty((d, pmax + 1, n), dt), np.empty((d, n), dt),
+            np.empty((d, n), dt), np.empty(n, dt), np.empty(n, dt), np.empty(d, dt),
+            np.empty((nbmax, nbmax), dt), np.empty((nbmax, nbmax), dt))
+
+
+@njit(cache=True, inline="always")
 def volume_points_accumulate(r_first, r_last, X, W, A, B, C, F, box, scale, rec, p, table, nb, want_load,
                              T, U, L, dL, xb, w, Ab, Bb, Cb, Fb, block, vec):  # pragma: no cover - compiled
     """Add the volume terms (and load) of the points r_first:r_last, in batches of ``BATCH`` points."""
@@ -280,21 +291,9 @@ def _interior_rows_kernel(dim: int):
         d = dim
         nbmax = table.shape[0]
         pmax = _table_degree(table)
-        dt = data.dtype
         n_tasks = (e_hi - e_lo + TASK_ELEMENTS - 1) // TASK_ELEMENTS
         for task in prange(n_tasks):
-            SK = np.empty((nbmax, (d + 1) * BATCH), dt)
-            SN = np.empty((nbmax, (d + 1) * BATCH), dt)
-            U = np.empty((nbmax, 2 * BATCH), dt)
-            L = np.empty((d, pmax + 1, BATCH), dt)
-            dL = np.empty((d, pmax + 1, BATCH), dt)
-            xb = np.empty((d, BATCH), dt)
-            An = np.empty((d, BATCH), dt)
-            w = np.empty(BATCH, dt)
-            coef = np.empty(BATCH, dt)
-            nvec = np.empty(d, dt)
-            bKK = np.empty((nbmax, nbmax), dt)
-            bKN = np.empty((nbmax, nbmax), dt)
+            SK, SN, U, L, dL, xb, An, w, coef, nvec, bKK, bKN = _face_scratch(d, nbmax, pmax, data)
             boxK, scaleK = _box_scratch(d, pmax, data)
             boxN, scaleN = _box_scratch(d, pmax, data)
             for e in range(e_lo + task * TASK_ELEMENTS, min(e_hi, e_lo + (task + 1) * TASK_ELEMENTS)):
@@ -432,21 +431,9 @@ def _interior_face_blocks_kernel(dim: int):
         d = dim
         nbmax = table.shape[0]
         pmax = _table_degree(table)
-        dt = vals.dtype
         n_tasks = (faces.shape[0] + TASK_ELEMENTS - 1) // TASK_ELEMENTS
         for task in prange(n_tasks):
-            SK = np.empty((nbmax, (d + 1) * BATCH), dt)
-            SN = np.empty((nbmax, (d + 1) * BATCH), dt)
-            U = np.empty((nbmax, 2 * BATCH), dt)
-            L = np.empty((d, pmax + 1, BATCH), dt)
-            dL = np.empty((d, pmax + 1, BATCH), dt)
-            xb = np.empty((d, BATCH), dt)
-            An = np.empty((d, BATCH), dt)
-            w = np.empty(BATCH, dt)
-            coef = np.empty(BATCH, dt)
-            nvec = np.empty(d, dt)
-            bKK = np.empty((nbmax, nbmax), dt)
-            bKN = np.empty((nbmax, nbmax), dt)
+            SK, SN, U, L, dL, xb, An, w, coef, nvec, bKK, bKN = _face_scratch(d, nbmax, pmax, vals)
             boxK, scaleK = _box_scratch(d, pmax, vals)
             boxN, scaleN = _box_scratch(d, pmax, vals)
             for t in range(task * TASK_ELEMENTS, min(faces.shape[0], (task + 1) * TASK_ELEMENTS)):
