@@ -26,7 +26,7 @@ def _volume_both(X, W, A, B, C, F, box, scale, rec, p, table, nb):
     ref_vec = np.zeros(nb)
     K.simplex_accumulate(0, X.shape[0], X, W, A, B, C, F, box, scale, rec, p, table, nb, True, leg, dleg, phi, grad,
                          ag, bg, ref, ref_vec)
-    T, U, L, dL, xb, w, Ab, Bb, Cb, Fb = K._volume_scratch(d, nb, pmax, X)
+    T, U, L, dL, xb, w, Ab, Bb, Cb, Fb, _, _ = K._volume_scratch(d, nb, pmax, X)
     out = np.zeros((nb, nb))
     out_vec = np.zeros(nb)
     K.volume_points_accumulate(0, X.shape[0], X, W, A, B, C, F, box, scale, rec, p, table, nb, True, T, U, L, dL, xb,

@@ -182,11 +182,13 @@ def _add_vec(rhs, first, vec, n):  # pragma: no cover - compiled
 
 @njit(cache=True, inline="always")
 def _volume_scratch(d, nbmax, pmax, like):  # pragma: no cover - compiled
-    """Work arrays of the batched volume terms (see ``batched.py``)."""
+    """Work arrays of the batched volume terms (see ``batched.py``): test and trial rows T, U, Legendre
+    tables L, dL, the batch's points, weights and coefficients, and the element's block and load."""
     n, dt = BATCH, like.dtype
     return (np.empty((nbmax, (d + 1) * n), dt), np.empty((nbmax, (d + 1) * n), dt),
             np.empty((d, pmax + 1, n), dt), np.empty((d, pmax + 1, n), dt), np.empty((d, n), dt),
-            np.empty(n, dt), np.empty((d, d, n), dt), np.empty((d, n), dt), np.empty(n, dt), np.empty(n, dt))
+            np.empty(n, dt), np.empty((d, d, n), dt), np.empty((d, n), dt), np.empty(n, dt), np.empty(n, dt),
+            np.empty((nbmax, nbmax), dt), np.empty(nbmax, dt))
 
 
 @njit(cache=True, inline="always")
@@ -233,9 +235,7 @@ def _element_rows_kernel(dim: int):
         pmax = _table_degree(table)
         n_tasks = (e_hi - e_lo + TASK_ELEMENTS - 1) // TASK_ELEMENTS
         for task in prange(n_tasks):
-            T, U, L, dL, xb, w, Ab, Bb, Cb, Fb = _volume_scratch(d, nbmax, pmax, data)
-            block = np.empty((nbmax, nbmax), data.dtype)
-            vec = np.empty(nbmax, data.dtype)
+            T, U, L, dL, xb, w, Ab, Bb, Cb, Fb, block, vec = _volume_scratch(d, nbmax, pmax, data)
             box, scale = _box_scratch(d, pmax, data)
             for e in range(e_lo + task * TASK_ELEMENTS, min(e_hi, e_lo + (task + 1) * TASK_ELEMENTS)):
                 nb = nbasis[e]
@@ -389,9 +389,7 @@ def _simplex_blocks_kernel(dim: int):
         pmax = _table_degree(table)
         n_tasks = (s_hi - s_lo + TASK_ELEMENTS - 1) // TASK_ELEMENTS
         for task in prange(n_tasks):
-            T, U, L, dL, xb, w, Ab, Bb, Cb, Fb = _volume_scratch(d, nbmax, pmax, vals)
-            block = np.empty((nbmax, nbmax), vals.dtype)
-            vec = np.empty(nbmax, vals.dtype)
+            T, U, L, dL, xb, w, Ab, Bb, Cb, Fb, block, vec = _volume_scratch(d, nbmax, pmax, vals)
             box, scale = _box_scratch(d, pmax, vals)
             for s in range(s_lo + task * TASK_ELEMENTS, min(s_hi, s_lo + (task + 1) * TASK_ELEMENTS)):
                 e = simplex_element[s]
