@@ -306,3 +306,41 @@ def test_load_problem_missing_file_and_unknown_name(tmp_path):
         load_problem("nonsense", 2)
     with pytest.raises(ProblemError, match="'paper-2d' is 2D, the mesh is 3D"):
         load_problem("paper-2d", 3)
+
+
+def test_sincospi_is_sin_and_cos_of_pi_x_to_round_off():
+    from numba import njit
+
+    from polydg.problem import _sincospi
+
+    @njit
+    def both(x):
+        s, c = np.empty_like(x), np.empty_like(x)
+        for i in range(x.size):
+            s[i], c[i] = _sincospi(x[i])
+        return s, c
+
+    rng = np.random.default_rng(3)
+    # every quarter turn, both signs, the reduction's break points and far from 0
+    x = np.concatenate([rng.uniform(-3, 3, 4000), np.arange(-12, 13) / 4, np.arange(-12, 13) / 4 + 1e-12, [1e3 + 0.3]])
+    s, c = both(x)
+    xl = x.astype(np.longdouble) * np.longdouble("3.14159265358979323846264338327950288")
+    # within two units in the last place of the true values: pi x is never rounded
+    # (NumPy's sin(pi * x) is off by up to 1.3e-15 here for that reason)
+    assert np.abs(s - np.sin(xl)).max() < 4e-16
+    assert np.abs(c - np.cos(xl)).max() < 4e-16
+    whole = (np.arange(-12, 13) % 4 == 0)  # x = -3, -2, ..., 3: sin(pi x) is exactly 0
+    assert not s[4000:4025][whole].any()
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_paper_source_in_blocks_matches_the_numpy_formula(d):
+    # more points than one block of the compiled source, and a ragged last block
+    problem = builtin_problem(f"paper-{d}d")
+    x = np.random.default_rng(d).uniform(0, 1, (1537, d))
+    s, c = np.sin(np.pi * x), np.cos(np.pi * x)
+    u = np.prod(s, axis=1)
+    grad = np.pi * c * np.stack([np.prod(np.delete(s, k, axis=1), axis=1) for k in range(d)], axis=1)
+    f = 0.01 * d * np.pi**2 * u + np.sum((1 + x) * grad, axis=1) + (3 + np.prod(x, axis=1)) * u
+    np.testing.assert_allclose(problem.source_at(x), f, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(problem.reaction_at(x), 3 + np.prod(x, axis=1), rtol=1e-15)
