@@ -81,17 +81,70 @@ class SparsityPattern:
 @njit(parallel=True, cache=True)
 def _fill_indices(elements, dof_offsets, element_dofs, adj_offsets, adj_col, row_base, row_width,
                   indices):  # pragma: no cover
+    """Column indices of the rows of ``elements``: all rows of an element have the same columns,
+    so the first row is written entry by entry and copied to the others."""
     for t in prange(elements.shape[0]):
         e = elements[t]
         w = row_width[e]
-        for i in range(element_dofs[e]):
-            pos = row_base[e] + i * w
-            for k in range(adj_offsets[e], adj_offsets[e + 1]):
-                c = adj_col[k]
-                start = dof_offsets[c]
-                for j in range(element_dofs[c]):
-                    indices[pos] = start + j
-                    pos += 1
+        first = row_base[e]
+        pos = first
+        for k in range(adj_offsets[e], adj_offsets[e + 1]):
+            start = dof_offsets[adj_col[k]]
+            for j in range(element_dofs[adj_col[k]]):
+                indices[pos + j] = start + j
+            pos += element_dofs[adj_col[k]]
+        for i in range(1, element_dofs[e]):
+            indices[first + i * w:first + (i + 1) * w] = indices[first:first + w]
+
+
+@njit(cache=True)
+def _adjacency(n_el, a, b, element_dofs):  # pragma: no cover - compiled
+    """The block rows: for each element, its neighbours below it, itself, its neighbours above it.
+
+    Interfaces (a, b) come with a < b, sorted lexicographically (a mesh
+    invariant, checked here), so the neighbours above a are its interfaces
+    in order, and those below b arrive in increasing order during one pass:
+    no sort.  Returns adj_offsets, adj_col, block_start, row_width,
+    diag_entry and interface_entry (the entries of blocks (a, b), (b, a)).
+    """
+    n_if = a.shape[0]
+    below = np.zeros(n_el, np.int64)
+    above = np.zeros(n_el, np.int64)
+    for i in range(n_if):
+        if a[i] >= b[i] or (i > 0 and (a[i] < a[i - 1] or (a[i] == a[i - 1] and b[i] <= b[i - 1]))):
+            raise ValueError("mesh interfaces are not (e1 < e2) pairs in lexicographic order")
+        above[a[i]] += 1
+        below[b[i]] += 1
+    adj_offsets = np.zeros(n_el + 1, np.int64)
+    for e in range(n_el):
+        adj_offsets[e + 1] = adj_offsets[e] + below[e] + 1 + above[e]
+    adj_col = np.empty(adj_offsets[n_el], np.int64)
+    diag_entry = np.empty(n_el, np.int64)
+    cursor_below = adj_offsets[:-1].copy()
+    cursor_above = np.empty(n_el, np.int64)
+    for e in range(n_el):
+        diag_entry[e] = adj_offsets[e] + below[e]
+        adj_col[diag_entry[e]] = e
+        cursor_above[e] = diag_entry[e] + 1
+    interface_entry = np.empty((n_if, 2), np.int64)
+    for i in range(n_if):
+        k = cursor_above[a[i]]
+        adj_col[k] = b[i]
+        interface_entry[i, 0] = k
+        cursor_above[a[i]] = k + 1
+        k = cursor_below[b[i]]
+        adj_col[k] = a[i]
+        interface_entry[i, 1] = k
+        cursor_below[b[i]] = k + 1
+    block_start = np.empty(adj_col.shape[0], np.int64)
+    row_width = np.empty(n_el, np.int64)
+    for e in range(n_el):
+        w = 0
+        for k in range(adj_offsets[e], adj_offsets[e + 1]):
+            block_start[k] = w
+            w += element_dofs[adj_col[k]]
+        row_width[e] = w
+    return adj_offsets, adj_col, block_start, row_width, diag_entry, interface_entry
 
 
 @njit(parallel=True, cache=True)
@@ -105,6 +158,7 @@ def _zero_rows(elements, element_dofs, row_base, row_width, values):  # pragma: 
 def compile_pattern_kernels() -> None:
     """Compile (or load from Numba's cache) the pattern kernel, on empty input."""
     z = np.zeros(0, dtype=np.int64)
+    _adjacency(0, z, z, z)
     _fill_indices(z, np.zeros(1, np.int64), z, np.zeros(1, np.int64), z, z, z, z)
     for dtype in (np.float64, np.float32):
         _zero_rows(z, z, z, z, np.zeros(0, dtype))
@@ -123,36 +177,18 @@ def sparsity_pattern(
     >>> from polydg.space import DGSpace
     >>> space = DGSpace(build_polytopic_mesh(unit_square(2)), 1)
     >>> pat = sparsity_pattern(space.mesh, space.dof_offsets)
-    >>> pat.n_rows, pat.nnz  # 8 triangles, each with itself + its neighbours
-    (24, 144)
+    >>> pat.n_rows, pat.nnz  # 8 triangles, 3 dofs each; every row: itself + its 2 neighbours
+    (24, 216)
     """
     n_el = mesh.n_elements
     element_dofs = np.diff(dof_offsets)
     if elements is None:
         elements = np.arange(n_el, dtype=np.int64)
     elements = np.asarray(elements, dtype=np.int64)
-    a, b = mesh.interface_elements[:, 0], mesh.interface_elements[:, 1]
-    n_if = len(a)
-    # adjacency entries: self blocks, then (e1, e2), then (e2, e1)
-    rows = np.concatenate([np.arange(n_el, dtype=np.int64), a, b])
-    cols = np.concatenate([np.arange(n_el, dtype=np.int64), b, a])
-    # sorted by (row, column): one stable sort of the combined int64 key (a
-    # radix sort in NumPy, 3x faster than lexsort); O(n_elements + n_interfaces)
-    # entries, never nnz
-    order = np.argsort(rows * max(n_el, 1) + cols, kind="stable")
-    position = np.empty_like(order)
-    position[order] = np.arange(len(order))
-    adj_col = cols[order]
-    adj_row = rows[order]
-    adj_offsets = np.zeros(n_el + 1, dtype=np.int64)
-    np.cumsum(np.bincount(adj_row, minlength=n_el), out=adj_offsets[1:])
-    widths = element_dofs[adj_col]
-    running = np.cumsum(widths) - widths  # exclusive scan over all entries
-    block_start = running - running[adj_offsets[:-1]][adj_row]
-    row_width = np.add.reduceat(widths, adj_offsets[:-1]) if n_el else np.zeros(0, np.int64)
-    row_width = row_width.astype(np.int64)
-    diag_entry = position[:n_el]
-    interface_entry = np.stack([position[n_el:n_el + n_if], position[n_el + n_if:]], axis=1)
+    a = np.ascontiguousarray(mesh.interface_elements[:, 0], dtype=np.int64)
+    b = np.ascontiguousarray(mesh.interface_elements[:, 1], dtype=np.int64)
+    adj_offsets, adj_col, block_start, row_width, diag_entry, interface_entry = _adjacency(
+        n_el, a, b, element_dofs.astype(np.int64))
 
     # rows of the selected elements
     sel_sizes = element_dofs[elements] * row_width[elements]
@@ -171,10 +207,10 @@ def sparsity_pattern(
         row_base=row_base,
         row_width=row_width,
         adj_offsets=adj_offsets,
-        adj_col=adj_col.astype(np.int64),
-        block_start=block_start.astype(np.int64),
-        diag_entry=diag_entry.astype(np.int64),
-        interface_entry=interface_entry.astype(np.int64),
+        adj_col=adj_col,
+        block_start=block_start,
+        diag_entry=diag_entry,
+        interface_entry=interface_entry,
         first_row=int(dof_offsets[elements[0]]) if len(elements) else 0,
         elements=elements,
         element_dofs=element_dofs.astype(np.int64),

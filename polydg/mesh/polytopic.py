@@ -283,7 +283,7 @@ def build_polytopic_mesh(fine: SimplexMesh, cell_element: np.ndarray | None = No
 
     >>> from polydg.mesh.generators import unit_square
     >>> m = build_polytopic_mesh(unit_square(2))
-    >>> m.n_elements, m.n_interior_faces, m.n_boundary_faces, round(m.measure.sum(), 12)
+    >>> m.n_elements, m.n_interior_faces, m.n_boundary_faces, float(round(m.measure.sum(), 12))
     (8, 8, 8, 1.0)
     """
     d = fine.dim

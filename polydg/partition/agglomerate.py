@@ -145,7 +145,7 @@ def agglomerate(fine: SimplexMesh, n_elements: int, *, seed: int = DEFAULT_SEED)
 
     >>> from polydg.mesh.generators import unit_square
     >>> mesh = agglomerate(unit_square(16), 20)
-    >>> round(mesh.measure.sum(), 12), mesh.n_simplices
+    >>> float(round(mesh.measure.sum(), 12)), mesh.n_simplices
     (1.0, 512)
     """
     return build_polytopic_mesh(fine, agglomerate_cells(fine, n_elements, seed=seed))
