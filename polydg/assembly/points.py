@@ -34,9 +34,21 @@ class PointBatch:
         return int(self.x.shape[0])
 
 
+def distinct_degrees(degrees: np.ndarray) -> np.ndarray:
+    """The distinct values of an array of rule degrees (small non-negative integers), increasing.
+
+    A count per value: O(n) without a sort or hash (``np.unique`` on the
+    million-entry degree arrays of a large mesh cost 0.1 s per assembly).
+    """
+    degrees = np.asarray(degrees)
+    if degrees.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.bincount(degrees.ravel()))
+
+
 def point_counts(dim: int, degrees: np.ndarray) -> np.ndarray:
     """Number of points of the ``dim``-simplex rule of each degree in ``degrees``."""
-    qs = np.unique(degrees)
+    qs = distinct_degrees(degrees)
     table = np.zeros(int(qs.max()) + 1 if len(qs) else 1, dtype=np.int64)
     for q in qs:  # a handful of distinct degrees
         table[q] = len(simplex_rule(dim, int(q))[1])
@@ -66,7 +78,7 @@ def simplex_points(vertices: np.ndarray, measures: np.ndarray, degrees: np.ndarr
     x = np.empty((int(offsets[-1]), d))
     weight = np.empty(int(offsets[-1]))
     measures = np.ascontiguousarray(measures, dtype=np.float64)
-    qs = np.unique(degrees)
+    qs = distinct_degrees(degrees)
     for q in qs:  # loop over distinct rule degrees only
         lam, w = simplex_rule(kp1 - 1, int(q))
         members = np.arange(n, dtype=np.int64) if len(qs) == 1 else np.flatnonzero(degrees == q).astype(np.int64)
