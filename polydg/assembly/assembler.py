@@ -383,9 +383,12 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
             for f_lo, f_hi in _face_chunks(n_int, len(chunks)):
                 faces = np.arange(f_lo, f_hi, dtype=np.int64)
                 face_local[faces] = np.arange(len(faces))
+                t = time.perf_counter()
                 batch = _face_point_batch(mesh, faces, face_q[faces])
                 X, W = batch.x.astype(dtype, copy=False), batch.weight.astype(dtype, copy=False)
+                t = timer.add("quadrature_points", t)
                 A, B = coeff.interior(batch.x)
+                timer.add("coefficients", t)
                 e1, e2 = mesh.face_elements[faces, 0], mesh.face_elements[faces, 1]
                 n1, n2 = nbasis[e1], nbasis[e2]
                 per_face = n1 * n1 + n1 * n2 + n2 * n2 + n2 * n1
