@@ -98,11 +98,16 @@ def _face_both(X, W, A, B, normal, sigma, boxK, scaleK, pK, nbK, boxN, scaleN, p
     outKK, outKN = np.zeros((nbK, nbK)), np.zeros((nbK, nbN))
     for k in range(d):
         n[k] = -normal[0, k]
+    # gathered in runs of up to 5 points, as the kernels gather face by face:
+    # runs start mid-batch and batches fill across runs
     q = 0
-    for r in range(X.shape[0]):
-        K.gather_face_point(q, r, X, W, A, B, n, sigma[0], xb, w, Anb, coef)
-        q += 1
-        if q == BATCH or r == X.shape[0] - 1:
+    r = 0
+    while r < X.shape[0]:
+        m = min(5, BATCH - q, X.shape[0] - r)
+        K.gather_face_points(q, r, m, X, W, A, B, n, sigma[0], xb, w, Anb, coef)
+        q += m
+        r += m
+        if q == BATCH or r == X.shape[0]:
             K._interior_batch_flush(q, xb, w, Anb, coef, boxK, scaleK, pK, nbK, boxN, scaleN, pN, nbN, rec, table,
                                     L, dL, SK, SN, U, outKK, outKN)
             q = 0
@@ -110,8 +115,9 @@ def _face_both(X, W, A, B, normal, sigma, boxK, scaleK, pK, nbK, boxN, scaleN, p
 
 
 @pytest.mark.parametrize("d,pK,pN", [(2, 1, 1), (2, 3, 1), (3, 2, 2), (3, 1, 3)])
-@pytest.mark.parametrize("n_points", [1, 6, BATCH + 1])
-def test_interior_face_batches_match_pointwise_form(d, pK, pN, n_points):
+@pytest.mark.parametrize("n_points", [1, 6, BATCH + 1, 2 * BATCH + 3])
+@pytest.mark.parametrize("constant", [False, True])
+def test_interior_face_batches_match_pointwise_form(d, pK, pN, n_points, constant):
     rng = np.random.default_rng(d + 7 * pK + 3 * pN + n_points)
     loK, hiK, boxK, scaleK = _box(rng, d, pK)
     _, _, boxN, scaleN = _box(rng, d, pN)
@@ -122,6 +128,8 @@ def test_interior_face_batches_match_pointwise_form(d, pK, pN, n_points):
     B = rng.normal(size=(n_points, d))  # both signs of b.n: the upwind switch is exercised
     normal = rng.normal(size=(1, d))
     normal /= np.linalg.norm(normal)
+    if constant:  # one row each: A n and b.n once per face; b.n = -1 with the normal used (out of K): upwind on
+        A, B = A[:1].copy(), normal.copy()
     pmax = max(pK, pN)
     table = multi_indices(pmax, d).astype(np.int64)
     nbK, nbN = len(multi_indices(pK, d)), len(multi_indices(pN, d))

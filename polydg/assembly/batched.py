@@ -237,26 +237,41 @@ def gather_volume_coefficients(r0, n, X, W, A, B, C, F, want_load, x, w, Ab, Bb,
 
 
 @njit(cache=True, inline="always")
-def gather_face_point(q, r, X, W, A, B, n, sigma_f, x, w, An, coef):  # pragma: no cover - compiled
-    """Batch slot q <- point r of an interior face with unit normal ``n`` (out of K) and penalty ``sigma_f``.
+def gather_face_points(q0, r0, m, X, W, A, B, n, sigma_f, x, w, An, coef):  # pragma: no cover - compiled
+    """Batch slots q0:q0+m <- points r0:r0+m of one interior face with unit normal ``n`` (out of K).
 
     An[:, q] = A n, and coef[q] = sigma + max(-b.n, 0): the penalty plus the
-    upwind weight where the flow enters K.
+    upwind weight where the flow enters K.  The points of a face are
+    consecutive, so each quantity is one loop over them (vectorised), and a
+    constant A or b is applied to the normal once per face.
     """
     d = x.shape[0]
-    ra = 0 if A.shape[0] == 1 else r
-    rb = 0 if B.shape[0] == 1 else r
-    w[q] = W[r]
-    bn = B[rb, 0] * n[0]
+    const_a, const_b = A.shape[0] == 1, B.shape[0] == 1
+    for i in range(m):
+        w[q0 + i] = W[r0 + i]
     for k in range(d):
-        x[k, q] = X[r, k]
-        s = A[ra, k, 0] * n[0]
-        for m in range(1, d):
-            s += A[ra, k, m] * n[m]
-        An[k, q] = s
-        if k > 0:
+        for i in range(m):
+            x[k, q0 + i] = X[r0 + i, k]
+    if const_a:
+        for k in range(d):
+            s = A[0, k, 0] * n[0]
+            for l in range(1, d):
+                s += A[0, k, l] * n[l]
+            for i in range(m):
+                An[k, q0 + i] = s
+    else:
+        for k in range(d):
+            for i in range(m):
+                s = A[r0 + i, k, 0] * n[0]
+                for l in range(1, d):
+                    s += A[r0 + i, k, l] * n[l]
+                An[k, q0 + i] = s
+    for i in range(m):
+        rb = 0 if const_b else r0 + i
+        bn = B[rb, 0] * n[0]
+        for k in range(1, d):
             bn += B[rb, k] * n[k]
-    coef[q] = sigma_f - bn if bn < 0 else sigma_f
+        coef[q0 + i] = sigma_f - bn if bn < 0 else sigma_f
 
 
 @njit(cache=True, inline="always")

@@ -35,7 +35,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..basis import element_box_tables, eval_basis_point_scaled
-from .batched import (BATCH, basis_batch, contract, flux_batch, gather_face_point, gather_volume_coefficients,
+from .batched import (BATCH, basis_batch, contract, flux_batch, gather_face_points, gather_volume_coefficients,
                       interior_trial_batch, load_batch, volume_trial_batch)
 from .forms import dirichlet_point, inflow_point, interior_face_point, load_point, neumann_point, normal_flux, volume_point
 
@@ -314,9 +314,12 @@ def _interior_rows_kernel(dim: int):
                         fl = face_local[f]
                         for m in range(d):
                             nvec[m] = sign * normal[f, m]
-                        for r in range(pts[fl], pts[fl + 1]):
-                            gather_face_point(q, r, X, W, A, B, nvec, sigma[f], xb, w, An, coef)
-                            q += 1
+                        r, r_end = pts[fl], pts[fl + 1]
+                        while r < r_end:
+                            m = min(BATCH - q, r_end - r)
+                            gather_face_points(q, r, m, X, W, A, B, nvec, sigma[f], xb, w, An, coef)
+                            q += m
+                            r += m
                             if q == BATCH:
                                 _interior_batch_flush(q, xb, w, An, coef, boxK, scaleK, pK, nbK, boxN, scaleN, pN,
                                                       nbN, rec, table, L, dL, SK, SN, U, bKK, bKN)
@@ -449,14 +452,11 @@ def _interior_face_blocks_kernel(dim: int):
                     bKN[:nbK, :nbN] = 0.0
                     for m in range(d):
                         nvec[m] = sign * normal[f, m]
-                    q = 0
-                    for r in range(pts[fl], pts[fl + 1]):
-                        gather_face_point(q, r, X, W, A, B, nvec, sigma[f], xb, w, An, coef)
-                        q += 1
-                        if q == BATCH or r == pts[fl + 1] - 1:
-                            _interior_batch_flush(q, xb, w, An, coef, boxK, scaleK, degree[e], nbK, boxN, scaleN,
-                                                  degree[c], nbN, rec, table, L, dL, SK, SN, U, bKK, bKN)
-                            q = 0
+                    for r in range(pts[fl], pts[fl + 1], BATCH):
+                        m = min(BATCH, pts[fl + 1] - r)
+                        gather_face_points(0, r, m, X, W, A, B, nvec, sigma[f], xb, w, An, coef)
+                        _interior_batch_flush(m, xb, w, An, coef, boxK, scaleK, degree[e], nbK, boxN, scaleN,
+                                              degree[c], nbN, rec, table, L, dL, SK, SN, U, bKK, bKN)
                     for i in range(nbK):
                         for j in range(nbK):
                             vals[pos] = bKK[i, j]
