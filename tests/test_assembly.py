@@ -149,3 +149,30 @@ def test_row_range_assembly_matches_whole_matrix():
     stacked = sp.vstack([p.matrix for p in parts]).tocsr()
     assert np.array_equal(stacked.toarray(), whole.matrix.toarray())
     assert np.array_equal(np.concatenate([p.rhs for p in parts]), whole.rhs)
+
+
+def test_sparsity_pattern_matches_the_matrix_graph_and_checks_interface_order():
+    import dataclasses
+
+    from polydg.assembly.pattern import sparsity_pattern
+
+    mesh = agglomerate(from_spec("square:12"), 20)
+    space = DGSpace(mesh, np.random.default_rng(1).integers(0, 3, mesh.n_elements))  # mixed widths
+    pat = sparsity_pattern(mesh, space.dof_offsets)
+    # the pattern is exactly the block graph: (e, c) blocks for e == c or e, c neighbours
+    e_of = np.repeat(np.arange(mesh.n_elements), np.diff(space.dof_offsets))
+    rows = np.repeat(np.arange(pat.n_rows), np.diff(pat.indptr))
+    pairs = set(zip(e_of[rows].tolist(), e_of[pat.indices].tolist()))
+    ia, ib = mesh.interface_elements.T
+    expected = ({(e, e) for e in range(mesh.n_elements)} | set(zip(ia.tolist(), ib.tolist()))
+                | set(zip(ib.tolist(), ia.tolist())))
+    assert pairs == expected
+    assert pat.nnz == sum(np.diff(space.dof_offsets)[e] * np.diff(space.dof_offsets)[c] for e, c in expected)
+    for r in range(pat.n_rows):  # sorted, distinct columns in every row
+        assert np.all(np.diff(pat.indices[pat.indptr[r]:pat.indptr[r + 1]]) > 0)
+    assert np.array_equal(pat.adj_col[pat.diag_entry], np.arange(mesh.n_elements))
+    assert np.array_equal(pat.adj_col[pat.interface_entry[:, 0]], ib)
+    assert np.array_equal(pat.adj_col[pat.interface_entry[:, 1]], ia)
+    shuffled = dataclasses.replace(mesh, interface_elements=mesh.interface_elements[::-1].copy())
+    with pytest.raises(ValueError, match="lexicographic order"):
+        sparsity_pattern(shuffled, space.dof_offsets)
