@@ -176,3 +176,20 @@ def test_sparsity_pattern_matches_the_matrix_graph_and_checks_interface_order():
     shuffled = dataclasses.replace(mesh, interface_elements=mesh.interface_elements[::-1].copy())
     with pytest.raises(ValueError, match="lexicographic order"):
         sparsity_pattern(shuffled, space.dof_offsets)
+
+
+def test_classical_penalty_is_the_formula_and_boundary_vertices_are_distinct():
+    from polydg.assembly.penalty import face_penalty
+
+    mesh = agglomerate(from_spec("square:12"), 20)
+    rng = np.random.default_rng(4)
+    degree, a = rng.integers(0, 4, mesh.n_elements), rng.uniform(0.1, 2.0, mesh.n_elements)
+    sigma = face_penalty(mesh, degree, a, kind="classical", C_sigma=7.0)
+    el = mesh.face_elements
+    p = np.maximum(degree, 1).astype(float)
+    per_side = np.where(el >= 0, a[el] * p[el] ** 2 / mesh.diameter[el], 0.0)
+    assert np.array_equal(sigma, 7.0 * per_side.max(axis=1))  # max of both sides; the one side on the boundary
+    offsets, vertices = mesh.element_boundary_vertices()
+    for e in range(mesh.n_elements):
+        on_boundary = np.unique(mesh.face_vertices[(el == e).any(axis=1)])
+        assert np.array_equal(vertices[offsets[e]:offsets[e + 1]], on_boundary)
