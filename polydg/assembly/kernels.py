@@ -315,11 +315,11 @@ def _interior_rows_kernel(dim: int):
                         for m in range(d):
                             nvec[m] = sign * normal[f, m]
                         r, r_end = pts[fl], pts[fl + 1]
-                        while r < r_end:
-                            m = min(BATCH - q, r_end - r)
-                            gather_face_points(q, r, m, X, W, A, B, nvec, sigma[f], xb, w, An, coef)
-                            q += m
-                            r += m
+                        while r < r_end:  # the face's points, in runs that fill the batch
+                            run = min(BATCH - q, r_end - r)
+                            gather_face_points(q, r, run, X, W, A, B, nvec, sigma[f], xb, w, An, coef)
+                            q += run
+                            r += run
                             if q == BATCH:
                                 _interior_batch_flush(q, xb, w, An, coef, boxK, scaleK, pK, nbK, boxN, scaleN, pN,
                                                       nbN, rec, table, L, dL, SK, SN, U, bKK, bKN)
@@ -453,9 +453,9 @@ def _interior_face_blocks_kernel(dim: int):
                     for m in range(d):
                         nvec[m] = sign * normal[f, m]
                     for r in range(pts[fl], pts[fl + 1], BATCH):
-                        m = min(BATCH, pts[fl + 1] - r)
-                        gather_face_points(0, r, m, X, W, A, B, nvec, sigma[f], xb, w, An, coef)
-                        _interior_batch_flush(m, xb, w, An, coef, boxK, scaleK, degree[e], nbK, boxN, scaleN,
+                        run = min(BATCH, pts[fl + 1] - r)
+                        gather_face_points(0, r, run, X, W, A, B, nvec, sigma[f], xb, w, An, coef)
+                        _interior_batch_flush(run, xb, w, An, coef, boxK, scaleK, degree[e], nbK, boxN, scaleN,
                                               degree[c], nbN, rec, table, L, dL, SK, SN, U, bKK, bKN)
                     for i in range(nbK):
                         for j in range(nbK):
