@@ -36,7 +36,7 @@ from numba import njit, prange
 
 from ..basis import element_box_tables, eval_basis_point_scaled
 from .batched import (BATCH, basis_batch, contract, flux_batch, gather_face_points, gather_volume_coefficients,
-                      interior_trial_batch, load_batch, volume_trial_batch)
+                      interior_trial_batch, load_batch, pad_face_batch, volume_trial_batch)
 from .forms import dirichlet_point, inflow_point, interior_face_point, load_point, neumann_point, normal_flux, volume_point
 
 DIFFUSIVE, INFLOW = 0, 1
@@ -270,6 +270,7 @@ def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, *args) -> None:
 def _interior_batch_flush(n, xb, w, An, coef, boxK, scaleK, pK, nbK, boxN, scaleN, pN, nbN, rec, table, L, dL,
                           SK, SN, U, bKK, bKN):  # pragma: no cover - compiled
     """Add the n gathered face points to the blocks KK and KN (see ``batched.py``)."""
+    n = pad_face_batch(n, xb, w, An, coef)
     basis_batch(xb, n, boxK, scaleK, rec, pK, table, nbK, L, dL, SK)
     flux_batch(SK, n, nbK, An)
     basis_batch(xb, n, boxN, scaleN, rec, pN, table, nbN, L, dL, SN)
