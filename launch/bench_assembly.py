@@ -169,9 +169,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--scale", type=float, default=1.0, help="shrink the element counts (quick runs)")
     ap.add_argument("--json", help="write all figures to this file")
+    ap.add_argument("--dgemm-size", type=int, default=4096, help="matrix size of the DGEMM reference")
     args = ap.parse_args()
-    own, rate, how = best_dgemm_rate()
-    print(f"machine: {os.cpu_count()} cores; DGEMM (float64, n = 4096): NumPy's own {own:.1f} GFLOP/s, "
+    own, rate, how = best_dgemm_rate(args.dgemm_size)
+    print(f"machine: {os.cpu_count()} cores; DGEMM (float64, n = {args.dgemm_size}): NumPy's own {own:.1f} GFLOP/s, "
           f"best {rate:.1f} GFLOP/s ({how}); the volume kernel is compared with the best")
     approaches = ["2", "atomic", "1"] if args.baseline else ["2"]
     results = []

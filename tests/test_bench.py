@@ -1,0 +1,25 @@
+"""The assembly benchmark script runs end to end on a tiny case and reports what it promises."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1] / "launch" / "bench_assembly.py"
+
+
+def test_bench_assembly_tiny_run_with_baseline(tmp_path):
+    out = tmp_path / "bench.json"
+    run = subprocess.run([sys.executable, str(BENCH), "--case", "2d", "--degrees", "1", "--scale", "0.0005",
+                          "--baseline", "--dgemm-size", "256", "--json", str(out)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert "best" in run.stdout and "% of DGEMM" in run.stdout and "Approach 1 / Approach 2 total" in run.stdout
+    report = json.loads(out.read_text())
+    # the reference is the best rate found, never below NumPy's own
+    assert report["dgemm_gflops"] >= report["dgemm_numpy_gflops"] > 0
+    (case,) = report["results"]
+    assert case["p"] == 1 and case["dofs"] == 3 * case["elements"]
+    assert set(case["approaches"]) == {"2", "atomic", "1"}
+    for timings in case["approaches"].values():
+        assert timings["total_assembly"] > 0 and timings["indices"] >= 0
