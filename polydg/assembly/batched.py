@@ -316,29 +316,15 @@ def flux_batch(T, n, nb, An):  # pragma: no cover - compiled
     T[i, n + q] = (A grad phi_i) . n = grad phi_i . (A n)  (A symmetric).
     """
     d = An.shape[0]
-    # one loop per term (measured 1.3x faster than one loop summing the terms:
-    # each loop then reads rows other than the one it updates in place)
-    if d == 3:
-        for i in range(nb):
+    # one loop per term, the point loop innermost (measured 1.3x faster than
+    # one loop summing the terms: each loop then reads rows other than the
+    # one it updates in place, and vectorises)
+    for i in range(nb):
+        for q in range(n):
+            T[i, n + q] *= An[0, q]
+        for k in range(1, d):
             for q in range(n):
-                T[i, n + q] *= An[0, q]
-            for q in range(n):
-                T[i, n + q] += T[i, 2 * n + q] * An[1, q]
-            for q in range(n):
-                T[i, n + q] += T[i, 3 * n + q] * An[2, q]
-    elif d == 2:
-        for i in range(nb):
-            for q in range(n):
-                T[i, n + q] *= An[0, q]
-            for q in range(n):
-                T[i, n + q] += T[i, 2 * n + q] * An[1, q]
-    else:
-        for i in range(nb):
-            for q in range(n):
-                s = T[i, n + q] * An[0, q]
-                for k in range(1, d):
-                    s += T[i, (k + 1) * n + q] * An[k, q]
-                T[i, n + q] = s
+                T[i, n + q] += T[i, (k + 1) * n + q] * An[k, q]
 
 
 @njit(cache=True, inline="always")
