@@ -46,17 +46,19 @@ def _box(rng, d, p):
 
 @pytest.mark.parametrize("d,p", [(2, 1), (2, 3), (3, 0), (3, 2), (3, 4)])
 @pytest.mark.parametrize("n_points", [1, 7, BATCH, BATCH + 5, 3 * BATCH])
-@pytest.mark.parametrize("constant_A", [True, False])
-def test_volume_batches_match_pointwise_form(d, p, n_points, constant_A):
+@pytest.mark.parametrize("diffusion", ["pointwise", "constant", "isotropic"])
+def test_volume_batches_match_pointwise_form(d, p, n_points, diffusion):
     rng = np.random.default_rng(10 * d + p + n_points)
     lo, hi, box, scale = _box(rng, d, p)
     X = lo + (hi - lo) * rng.random((n_points, d))
     W = rng.random(n_points)
     M = rng.normal(size=(n_points, d, d))
     A = np.einsum("nij,nkj->nik", M, M) + np.eye(d)
-    if constant_A:
-        A = A[:1].copy()
     B, C, F = rng.normal(size=(n_points, d)), rng.normal(size=n_points), rng.normal(size=n_points)
+    if diffusion == "constant":
+        A = A[:1].copy()
+    elif diffusion == "isotropic":  # constant a I (the weighted-scalar path), with constant b and c as well
+        A, B, C = 0.7 * np.eye(d)[None], B[:1].copy(), C[:1].copy()
     table = multi_indices(p, d).astype(np.int64)
     ref, ref_vec, out, out_vec = _volume_both(X, W, A, B, C, F, box, scale, legendre_recurrence(p), p, table,
                                               len(table))
@@ -65,7 +67,7 @@ def test_volume_batches_match_pointwise_form(d, p, n_points, constant_A):
     np.testing.assert_allclose(out_vec, ref_vec, rtol=1e-12, atol=1e-12 * np.abs(ref_vec).max())
 
 
-@pytest.mark.parametrize("nr,nc,R", [(1, 1, 1), (4, 4, 24), (10, 6, 200), (7, 11, 33)])
+@pytest.mark.parametrize("nr,nc,R", [(1, 1, 1), (4, 4, 24), (10, 6, 200), (7, 11, 33), (20, 20, 256), (9, 13, 17)])
 def test_contract_is_a_matrix_product(nr, nc, R):
     rng = np.random.default_rng(nr * nc + R)
     T, U = rng.normal(size=(nr + 2, R + 3)), rng.normal(size=(nc + 1, R + 3))

@@ -209,12 +209,12 @@ def volume_points_accumulate(r_first, r_last, X, W, A, B, C, F, box, scale, rec,
     d = xb.shape[0]
     for r0 in range(r_first, r_last, BATCH):
         n = min(BATCH, r_last - r0)
-        gather_volume_coefficients(r0, n, X, W, A, B, C, F, want_load, xb, w, Ab, Bb, Cb, Fb)
+        a_kind = gather_volume_coefficients(r0, n, X, W, A, B, C, F, want_load, xb, w, Ab, Bb, Cb, Fb)
         basis_batch(xb, n, box, scale, rec, p, table, nb, L, dL, T)
-        volume_trial_batch(T, n, nb, w, Ab, A.shape[0] == 1, Bb, Cb, U)
+        volume_trial_batch(T, n, nb, w, Ab, a_kind, Bb, Cb, U)
         contract(T, U, (d + 1) * n, nb, nb, block)
         if want_load:
-            load_batch(T, n, nb, w, Fb, vec)
+            load_batch(T, n, nb, Fb, vec)
 
 
 def _element_rows_kernel(dim: int):
