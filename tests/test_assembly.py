@@ -193,3 +193,17 @@ def test_classical_penalty_is_the_formula_and_boundary_vertices_are_distinct():
     for e in range(mesh.n_elements):
         on_boundary = np.unique(mesh.face_vertices[(el == e).any(axis=1)])
         assert np.array_equal(vertices[offsets[e]:offsets[e + 1]], on_boundary)
+
+
+@pytest.mark.parametrize("kind", ["classical", "paper"])
+def test_penalty_kernels_are_compiled_before_the_assembly_clock_starts(kind):
+    # assemble() warms the penalty kernels with compile_penalty_kernels(); if the
+    # warm-up's argument types differed from face_penalty's, the first real call
+    # would compile a second specialisation inside the timed assembly
+    from polydg.assembly import penalty
+
+    penalty.compile_penalty_kernels()
+    before = {f: len(f.signatures) for f in (penalty._classical_penalty, penalty._apex_heights)}
+    mesh = agglomerate(from_spec("square:8"), 6)
+    penalty.face_penalty(mesh, np.full(mesh.n_elements, 2), np.ones(mesh.n_elements), kind=kind)
+    assert {f: len(f.signatures) for f in before} == before
