@@ -207,3 +207,24 @@ def test_penalty_kernels_are_compiled_before_the_assembly_clock_starts(kind):
     mesh = agglomerate(from_spec("square:8"), 6)
     penalty.face_penalty(mesh, np.full(mesh.n_elements, 2), np.ones(mesh.n_elements), kind=kind)
     assert {f: len(f.signatures) for f in before} == before
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_coefficients_are_evaluated_piece_by_piece_into_one_array(monkeypatch, threads):
+    from polydg.assembly import assembler
+    from polydg.errors import ProblemError
+
+    monkeypatch.setattr(assembler, "COEFFICIENT_PIECE", 1000)
+    problem = builtin_problem("paper-3d", 3)
+    x = np.random.default_rng(5).random((4321, 3))  # four full pieces and a partial one
+    for dtype in (np.float64, np.float32):
+        coefficients = assembler._Coefficients(problem, 3, dtype, threads)
+        A, B, C, F = coefficients.volume(x, want_load=True)
+        assert A.shape == (1, 3, 3) and B.dtype == dtype and F.flags.c_contiguous
+        for got, expected in ((B, problem.advection_at(x)), (C, problem.reaction_at(x)), (F, problem.source_at(x))):
+            assert np.array_equal(got, expected.astype(dtype))
+    # a NaN in a later piece is reported with its point, from whichever thread met it
+    bad = x.copy()
+    bad[3500, 1] = np.nan
+    with pytest.raises(ProblemError, match=r"advection returned NaN at x = \[.*nan"):
+        assembler._Coefficients(problem, 3, np.float64, threads).interior(bad)

@@ -75,8 +75,8 @@ class AssemblyResult:
 # coefficient batches
 
 
-#: batches of at least this many points are evaluated by several threads
-PARALLEL_COEFFICIENTS_FROM = 100_000
+#: points per piece of a coefficient evaluation (see :class:`_Coefficients`)
+COEFFICIENT_PIECE = 131_072
 _POOL: ThreadPoolExecutor | None = None
 
 
@@ -91,26 +91,42 @@ class _Coefficients:
     """The problem's coefficients at a batch of points, as kernel-ready arrays.
 
     Missing coefficients are a single zero row; constant ones a single row.
-    Large batches are split over threads (NumPy's ufuncs release the GIL), so
-    coefficient callables must be pure functions of their arguments, as the
-    Problem contract asks; ``threads=1`` turns this off.
+    A large batch is evaluated in pieces of :data:`COEFFICIENT_PIECE` points,
+    each written into the kernel's array while it is still in the core's
+    cache, by several threads (NumPy's ufuncs release the GIL).  Measured on
+    paper-3d, 2 threads, against two whole halves copied afterwards: 6M
+    volume points 0.15 -> 0.11 s, 5M face points 0.048 -> 0.024 s (pieces of
+    16k points: 0.155 / 0.040 s; 128k best; 256k no better).  Coefficient
+    callables must therefore be pure functions of their arguments, as the
+    Problem contract asks;
+    ``threads=1`` evaluates the pieces in order on the calling thread.
     """
 
     def __init__(self, problem, d: int, dtype, threads: int):
         self.problem, self.d, self.dtype, self.threads = problem, d, dtype, threads
 
     def _eval(self, name: str, method, *args):
-        """``method(*args)`` cast to the working precision, in parallel pieces for large batches."""
+        """``method(*args)`` cast to the working precision, piece by piece for large batches."""
         n = len(args[0])
-        if self.problem.is_constant(name) or self.threads < 2 or n < PARALLEL_COEFFICIENTS_FROM:
+        if self.problem.is_constant(name) or n <= COEFFICIENT_PIECE:
             return np.ascontiguousarray(method(*args), dtype=self.dtype)
-        cuts = np.linspace(0, n, self.threads + 1).astype(np.int64)
-        parts = list(_pool().map(lambda ab: method(*(a[ab[0]:ab[1]] for a in args)), zip(cuts[:-1], cuts[1:])))
-        if any(len(part) != b - a for part, a, b in zip(parts, cuts[:-1], cuts[1:])):
-            return np.ascontiguousarray(method(*args), dtype=self.dtype)  # a constant after all
-        out = np.empty((n,) + parts[0].shape[1:], dtype=self.dtype)
-        for part, a, b in zip(parts, cuts[:-1], cuts[1:]):
-            out[a:b] = part
+        cuts = list(range(0, n, COEFFICIENT_PIECE)) + [n]
+        first = method(*(a[:cuts[1]] for a in args))
+        if len(first) != cuts[1]:  # a single row: constant after all
+            return np.ascontiguousarray(method(*args), dtype=self.dtype)
+        out = np.empty((n,) + first.shape[1:], dtype=self.dtype)
+        out[:cuts[1]] = first
+
+        def piece(k: int) -> None:
+            lo, hi = cuts[k], cuts[k + 1]
+            out[lo:hi] = method(*(a[lo:hi] for a in args))
+
+        if self.threads > 1:
+            for _ in _pool().map(piece, range(1, len(cuts) - 1)):  # re-raises a piece's ProblemError
+                pass
+        else:
+            for k in range(1, len(cuts) - 1):
+                piece(k)
         return out
 
     def _A(self, x):
