@@ -92,7 +92,7 @@ def _face_both(X, W, A, B, normal, sigma, boxK, scaleK, pK, nbK, boxN, scaleN, p
     K.interior_face_accumulate(-1.0, 0, 0, X.shape[0], X, W, A, B, normal, sigma, boxK, scaleK, pK, nbK, boxN, scaleN,
                                pN, nbN, rec, table, n, An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN,
                                refKK, refKN)
-    SK, SN = np.empty((nbmax, (d + 1) * BATCH)), np.empty((nbmax, (d + 1) * BATCH))
+    SK, SN = np.empty((nbmax, 2 * BATCH)), np.empty((nbmax, 2 * BATCH))
     U = np.empty((nbmax, 2 * BATCH))
     L, dL = np.empty((d, pmax + 1, BATCH)), np.empty((d, pmax + 1, BATCH))
     xb, Anb = np.empty((d, BATCH)), np.empty((d, BATCH))

@@ -35,7 +35,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..basis import element_box_tables, eval_basis_point_scaled
-from .batched import (BATCH, basis_batch, contract, flux_batch, gather_face_points, gather_volume_coefficients,
+from .batched import (BATCH, basis_batch, basis_flux_batch, contract, gather_face_points, gather_volume_coefficients,
                       interior_trial_batch, load_batch, pad_face_batch, volume_trial_batch)
 from .forms import dirichlet_point, inflow_point, interior_face_point, load_point, neumann_point, normal_flux, volume_point
 
@@ -193,10 +193,10 @@ def _volume_scratch(d, nbmax, pmax, like):  # pragma: no cover - compiled
 
 @njit(cache=True, inline="always")
 def _face_scratch(d, nbmax, pmax, like):  # pragma: no cover - compiled
-    """Work arrays of the batched interior-face terms: test rows SK, SN, trial rows U, Legendre tables
-    L, dL, and per point x, A n, w, sigma + upwind weight; the normal; the blocks KK and KN."""
+    """Work arrays of the batched interior-face terms: values and fluxes SK, SN, trial rows U, Legendre
+    tables L, dL, and per point x, A n, w, sigma + upwind weight; the normal; the blocks KK and KN."""
     n, dt = BATCH, like.dtype
-    return (np.empty((nbmax, (d + 1) * n), dt), np.empty((nbmax, (d + 1) * n), dt), np.empty((nbmax, 2 * n), dt),
+    return (np.empty((nbmax, 2 * n), dt), np.empty((nbmax, 2 * n), dt), np.empty((nbmax, 2 * n), dt),
             np.empty((d, pmax + 1, n), dt), np.empty((d, pmax + 1, n), dt), np.empty((d, n), dt),
             np.empty((d, n), dt), np.empty(n, dt), np.empty(n, dt), np.empty(d, dt),
             np.empty((nbmax, nbmax), dt), np.empty((nbmax, nbmax), dt))
@@ -271,10 +271,8 @@ def _interior_batch_flush(n, xb, w, An, coef, boxK, scaleK, pK, nbK, boxN, scale
                           SK, SN, U, bKK, bKN):  # pragma: no cover - compiled
     """Add the n gathered face points to the blocks KK and KN (see ``batched.py``)."""
     n = pad_face_batch(n, xb, w, An, coef)
-    basis_batch(xb, n, boxK, scaleK, rec, pK, table, nbK, L, dL, SK)
-    flux_batch(SK, n, nbK, An)
-    basis_batch(xb, n, boxN, scaleN, rec, pN, table, nbN, L, dL, SN)
-    flux_batch(SN, n, nbN, An)
+    basis_flux_batch(xb, n, boxK, scaleK, rec, pK, table, nbK, L, dL, An, SK)
+    basis_flux_batch(xb, n, boxN, scaleN, rec, pN, table, nbN, L, dL, An, SN)
     one = SK.dtype.type(1)
     interior_trial_batch(SK, n, nbK, w, coef, one, U)
     contract(SK, U, 2 * n, nbK, nbK, bKK)
