@@ -29,7 +29,7 @@ from numba import njit
 BATCH = 64
 
 #: a face batch of n points is padded to a multiple of PAD (see :func:`pad_face_batch`)
-PAD = 8
+PAD = 4
 
 
 #: reassociation lets the compiler vectorise the dot products' sums; the order
@@ -400,7 +400,11 @@ def pad_face_batch(n, x, w, An, coef):  # pragma: no cover - compiled
     exactly nothing, and every vector loop over the batch then runs without
     a remainder.  An interface has few points (12 on average at p = 2 in
     3D): padded to 16, the interior kernel was measured 1.35x faster at
-    p = 2.  (Volume batches, mostly full, were measured slower padded.)
+    p = 2 (AMD Zen 5, with padding to 8).  Most interfaces at p = 1 are one
+    triangle of 4 points, which padding to 8 doubled: padding to 4 (the
+    width of the 256-bit vectors the compiler uses here) made the p = 1
+    interior kernel 1.2x faster on an Intel Xeon, with no change at p = 2, 3.
+    (Volume batches, mostly full, were measured slower padded.)
     """
     m = (n + PAD - 1) // PAD * PAD
     for q in range(n, m):
