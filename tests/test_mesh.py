@@ -193,3 +193,21 @@ def test_perturbation_is_seeded_and_keeps_boundary():
     on_boundary = ((a.points == 0) | (a.points == 1)).any(axis=1)
     plain = from_spec("square:6")
     assert np.array_equal(a.points[on_boundary], plain.points[on_boundary])
+
+
+@pytest.mark.parametrize("spec,n", [("cube:12", 800), ("square:64", 500)])
+def test_agglomerated_elements_are_numbered_along_the_z_order_curve(spec, n):
+    # a contiguous range of element ids (an assembly chunk, an MPI rank's rows)
+    # must be a compact region: METIS numbers parts in no spatial order
+    from polydg.partition.agglomerate import z_order
+
+    fine = from_spec(spec)
+    parts = agglomerate_cells(fine, n)
+    k = parts.max() + 1
+    assert np.array_equal(np.unique(parts), np.arange(k))
+    centroid = np.stack([np.bincount(parts, c, minlength=k) for c in fine.points[fine.cells].mean(axis=1).T], 1)
+    centroid /= np.bincount(parts, minlength=k)[:, None]
+    assert (np.diff(z_order(centroid).astype(np.float64)) >= 0).all()
+    mesh = agglomerate(fine, n)
+    cut = mesh.interface_elements * 2 // mesh.n_elements  # two halves of the ids
+    assert np.mean(cut[:, 0] != cut[:, 1]) < 0.1

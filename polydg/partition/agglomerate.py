@@ -90,7 +90,51 @@ def agglomerate_cells(fine: SimplexMesh, n_elements: int, *, seed: int = DEFAULT
         parts = np.asarray(membership, dtype=np.int64)
         if recursive:
             parts = _split_oversized(graph, split_disconnected(graph, parts), fine.n_cells / n_elements, seed)
-    return split_disconnected(graph, parts)
+    parts = split_disconnected(graph, parts)
+    if 1 < n_elements < fine.n_cells:
+        parts = z_order_numbering(parts, fine.points[fine.cells].mean(axis=1))
+    return parts
+
+
+def z_order(points: np.ndarray, bits: int = 21) -> np.ndarray:
+    """Morton (Z-order) codes of points: their coordinates, scaled to ``bits``-bit integers, bit-interleaved.
+
+    >>> z_order(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), bits=1).tolist()
+    [0, 1, 2, 3]
+    """
+    points = np.asarray(points, dtype=np.float64)
+    d = points.shape[1]
+    if bits * d > 63:
+        raise ValueError(f"z_order: {bits} bits in {d}D do not fit 63 bits")
+    lo, hi = points.min(axis=0), points.max(axis=0)
+    scaled = (points - lo) / np.where(hi > lo, hi - lo, 1.0) * (2**bits - 1)
+    q = np.rint(scaled).astype(np.uint64)
+    code = np.zeros(len(points), dtype=np.uint64)
+    for bit in range(bits):  # bits x d whole-array operations
+        for k in range(d):
+            code |= ((q[:, k] >> np.uint64(bit)) & np.uint64(1)) << np.uint64(bit * d + k)
+    return code
+
+
+def z_order_numbering(parts: np.ndarray, cell_centroids: np.ndarray) -> np.ndarray:
+    """Renumber parts 0..k-1 along the Z-order curve of their centroids (mean of their cells' centroids).
+
+    METIS numbers its parts in no spatial order, so any contiguous range of
+    element ids (a memory-bounded chunk of the assembler, an MPI rank's rows)
+    was scattered over the domain.  Measured on cube:40 into 100k elements:
+    cutting the ids into 2 equal ranges cut 46% of the interfaces with METIS's
+    order (and with the previous one, by first cell), 1.2% with this one; into
+    16 ranges, 66% and 6%.  An interface cut by a chunk boundary has its
+    quadrature points and coefficients evaluated once per chunk, and one cut
+    by a rank boundary is a halo face.  Ties keep the previous order.
+    """
+    k = int(parts.max()) + 1
+    count = np.bincount(parts, minlength=k).astype(np.float64)
+    centroid = np.stack([np.bincount(parts, cell_centroids[:, j], minlength=k) for j in range(cell_centroids.shape[1])],
+                        axis=1) / count[:, None]
+    rank = np.empty(k, dtype=np.int64)
+    rank[np.argsort(z_order(centroid), kind="stable")] = np.arange(k)
+    return rank[parts]
 
 
 def _split_oversized(graph: sp.csr_matrix, parts: np.ndarray, target: float, seed: int) -> np.ndarray:
