@@ -228,3 +228,17 @@ def test_coefficients_are_evaluated_piece_by_piece_into_one_array(monkeypatch, t
     bad[3500, 1] = np.nan
     with pytest.raises(ProblemError, match=r"advection returned NaN at x = \[.*nan"):
         assembler._Coefficients(problem, 3, np.float64, threads).interior(bad)
+    # at most ``threads`` threads evaluate the pieces (the pool may hold more workers)
+    import threading
+
+    from polydg.problem import Problem
+
+    seen = set()
+
+    def advection(y):
+        seen.add(threading.get_ident())
+        return 1.0 + y
+
+    _, B = assembler._Coefficients(Problem(name="threads", advection=advection, dim=3), 3, np.float64,
+                                   threads).interior(x)
+    assert np.array_equal(B, 1.0 + x) and 1 <= len(seen) <= threads

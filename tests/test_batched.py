@@ -44,9 +44,9 @@ def _box(rng, d, p):
     return lo, hi, box, scale
 
 
-@pytest.mark.parametrize("d,p", [(2, 1), (2, 3), (3, 0), (3, 2), (3, 4)])
+@pytest.mark.parametrize("d,p", [(1, 2), (2, 1), (2, 3), (3, 0), (3, 2), (3, 4)])
 @pytest.mark.parametrize("n_points", [1, 7, BATCH, BATCH + 5, 3 * BATCH])
-@pytest.mark.parametrize("diffusion", ["pointwise", "constant", "isotropic"])
+@pytest.mark.parametrize("diffusion", ["pointwise", "constant", "isotropic", "isotropic, constant b c f"])
 def test_volume_batches_match_pointwise_form(d, p, n_points, diffusion):
     rng = np.random.default_rng(10 * d + p + n_points)
     lo, hi, box, scale = _box(rng, d, p)
@@ -57,8 +57,10 @@ def test_volume_batches_match_pointwise_form(d, p, n_points, diffusion):
     B, C, F = rng.normal(size=(n_points, d)), rng.normal(size=n_points), rng.normal(size=n_points)
     if diffusion == "constant":
         A = A[:1].copy()
-    elif diffusion == "isotropic":  # constant a I (the weighted-scalar path), with constant b and c as well
-        A, B, C = 0.7 * np.eye(d)[None], B[:1].copy(), C[:1].copy()
+    elif diffusion == "isotropic":  # constant a I: the weighted-scalar path
+        A = 0.7 * np.eye(d)[None]
+    elif diffusion == "isotropic, constant b c f":
+        A, B, C, F = 0.7 * np.eye(d)[None], B[:1].copy(), C[:1].copy(), F[:1].copy()
     table = multi_indices(p, d).astype(np.int64)
     ref, ref_vec, out, out_vec = _volume_both(X, W, A, B, C, F, box, scale, legendre_recurrence(p), p, table,
                                               len(table))

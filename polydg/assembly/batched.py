@@ -399,8 +399,8 @@ def pad_face_batch(n, x, w, An, coef):  # pragma: no cover - compiled
     The padding slots repeat the last point with weight 0, so they add
     exactly nothing, and every vector loop over the batch then runs without
     a remainder.  An interface has few points (12 on average at p = 2 in
-    3D): padded to 16, the interior kernel was measured 1.35x faster at
-    p = 2 (AMD Zen 5, with padding to 8).  Most interfaces at p = 1 are one
+    3D): padding to a multiple of 8 made the interior kernel 1.35x faster
+    at p = 2 (AMD Zen 5, against no padding).  Most interfaces at p = 1 are one
     triangle of 4 points, which padding to 8 doubled: padding to 4 (the
     width of the 256-bit vectors the compiler uses here) made the p = 1
     interior kernel 1.2x faster on an Intel Xeon, with no change at p = 2, 3.
