@@ -131,9 +131,7 @@ class _Coefficients:
             work(0)
         except Exception as exc:  # noqa: BLE001 - re-raised below, after the other tasks
             errors.append(exc)
-        for future in others:
-            if future.exception() is not None:
-                errors.append(future.exception())
+        errors += [e for e in (future.exception() for future in others) if e is not None]  # waits for each
         if errors:
             raise errors[0]
         return out

@@ -254,12 +254,9 @@ def volume_trial_batch(T, n, nb, w, A, a_kind, b, c, U):  # pragma: no cover - c
             if d >= 2:
                 for q in range(n):
                     U[j, 2 * n + q] = wa[q] * T[j, 2 * n + q]
-            if d >= 3:
+            if d >= 3:  # the kernels are compiled for d = 1, 2, 3
                 for q in range(n):
                     U[j, 3 * n + q] = wa[q] * T[j, 3 * n + q]
-            for k in range(3, d):
-                for q in range(n):
-                    U[j, (k + 1) * n + q] = wa[q] * T[j, (k + 1) * n + q]
     elif a_kind == A_CONSTANT and d == 3:
         a00, a01, a02, a10, a11, a12, a20, a21, a22 = (A[0, 0, 0], A[0, 1, 0], A[0, 2, 0], A[1, 0, 0], A[1, 1, 0],
                                                        A[1, 2, 0], A[2, 0, 0], A[2, 1, 0], A[2, 2, 0])
