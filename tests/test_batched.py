@@ -1,9 +1,10 @@
-"""The batched CPU forms (assembly/batched.py) against the pointwise forms (assembly/forms.py).
+"""The batched CPU face forms (assembly/batched.py) against the pointwise forms (assembly/forms.py).
 
 The pointwise forms are the mathematics as written in the paper (and what a
 GPU thread runs); the batched ones reorder the same sums for SIMD.  They must
 agree to round-off, for every dimension, degree, constant or varying
-coefficient, and batch sizes that do and do not fill a batch.
+coefficient, and batch sizes that do and do not fill a batch.  (The volume
+blocks' moment form is tested in test_moments.py.)
 """
 
 import numpy as np
@@ -15,25 +16,6 @@ from polydg.assembly.batched import BATCH, contract
 from polydg.basis import legendre_recurrence, multi_indices
 
 
-@njit(cache=True)
-def _volume_both(X, W, A, B, C, F, box, scale, rec, p, table, nb):
-    d = X.shape[1]
-    pmax = p
-    leg, dleg, phi, grad = K._basis_scratch(d, nb, pmax, X)
-    ag = np.empty((d, nb))
-    bg = np.empty(nb)
-    ref = np.zeros((nb, nb))
-    ref_vec = np.zeros(nb)
-    K.simplex_accumulate(0, X.shape[0], X, W, A, B, C, F, box, scale, rec, p, table, nb, True, leg, dleg, phi, grad,
-                         ag, bg, ref, ref_vec)
-    T, U, L, dL, xb, w, Ab, Bb, Cb, Fb, _, _ = K._volume_scratch(d, nb, pmax, X)
-    out = np.zeros((nb, nb))
-    out_vec = np.zeros(nb)
-    K.volume_points_accumulate(0, X.shape[0], X, W, A, B, C, F, box, scale, rec, p, table, nb, True, T, U, L, dL, xb,
-                               w, Ab, Bb, Cb, Fb, out, out_vec)
-    return ref, ref_vec, out, out_vec
-
-
 def _box(rng, d, p):
     lo = rng.uniform(-1, 0, d)
     hi = lo + rng.uniform(0.5, 2, d)
@@ -42,31 +24,6 @@ def _box(rng, d, p):
     from polydg.basis import element_box_tables
     element_box_tables(lo, hi, p, box, scale)
     return lo, hi, box, scale
-
-
-@pytest.mark.parametrize("d,p", [(1, 2), (2, 1), (2, 3), (3, 0), (3, 2), (3, 4)])
-@pytest.mark.parametrize("n_points", [1, 7, BATCH, BATCH + 5, 3 * BATCH])
-@pytest.mark.parametrize("diffusion", ["pointwise", "constant", "isotropic", "isotropic, constant b c f"])
-def test_volume_batches_match_pointwise_form(d, p, n_points, diffusion):
-    rng = np.random.default_rng(10 * d + p + n_points)
-    lo, hi, box, scale = _box(rng, d, p)
-    X = lo + (hi - lo) * rng.random((n_points, d))
-    W = rng.random(n_points)
-    M = rng.normal(size=(n_points, d, d))
-    A = np.einsum("nij,nkj->nik", M, M) + np.eye(d)
-    B, C, F = rng.normal(size=(n_points, d)), rng.normal(size=n_points), rng.normal(size=n_points)
-    if diffusion == "constant":
-        A = A[:1].copy()
-    elif diffusion == "isotropic":  # constant a I: the weighted-scalar path
-        A = 0.7 * np.eye(d)[None]
-    elif diffusion == "isotropic, constant b c f":
-        A, B, C, F = 0.7 * np.eye(d)[None], B[:1].copy(), C[:1].copy(), F[:1].copy()
-    table = multi_indices(p, d).astype(np.int64)
-    ref, ref_vec, out, out_vec = _volume_both(X, W, A, B, C, F, box, scale, legendre_recurrence(p), p, table,
-                                              len(table))
-    assert np.abs(ref).max() > 0  # the test sees real values
-    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
-    np.testing.assert_allclose(out_vec, ref_vec, rtol=1e-12, atol=1e-12 * np.abs(ref_vec).max())
 
 
 @pytest.mark.parametrize("nr,nc,R", [(1, 1, 1), (4, 4, 24), (10, 6, 200), (7, 11, 33), (20, 20, 256), (9, 13, 17)])

@@ -38,6 +38,7 @@ from ..basis import legendre_recurrence, multi_indices
 from ..errors import OptionError
 from ..quadrature import default_degree
 from . import kernels as K
+from .moments import moment_tables
 from .pattern import SparsityPattern, compile_pattern_kernels, sparsity_pattern
 from .penalty import PENALTY_KINDS, compile_penalty_kernels, diffusion_bound, face_penalty
 from .points import PointBatch, compile_point_kernels, point_counts, simplex_points
@@ -286,7 +287,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     degree = space.degree
     nbasis = space.element_dofs
     table = np.ascontiguousarray(multi_indices(space.max_degree, d))
-    rec = legendre_recurrence(space.max_degree, dtype)
+    rec = legendre_recurrence(2 * space.max_degree, dtype)  # the moments reach degree 2 pmax
     coeff = _Coefficients(problem, d, dtype, numba.get_num_threads())
     timer = _Timer()
     t = time.perf_counter()
@@ -353,7 +354,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         if approach == "2":
             args = (mesh.element_offsets, s_lo, batch.offsets, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
                     pattern.row_base, pattern.row_width, pattern.block_start, pattern.diag_entry,
-                    space.dof_offsets, pattern.first_row, True, data, rhs)
+                    space.dof_offsets, pattern.first_row, True, *moment_tables(space.max_degree, d, dtype), data, rhs)
             warm("element", lambda: K.element_rows(e_lo, e_lo, *args))
             t = time.perf_counter()
             K.element_rows(e_lo, e_hi, *args)
@@ -366,7 +367,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
             vals = np.empty(int(vals_off[-1]), dtype=dtype)
             loads = np.empty(int(load_off[-1]), dtype=dtype)
             args = (mesh.simplex_element, batch.offsets, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec, True,
-                    vals, vals_off, loads, load_off)
+                    *moment_tables(space.max_degree, d, dtype), vals, vals_off, loads, load_off)
             warm("simplex", lambda: K.simplex_blocks(s_lo, s_lo, *args))
             t = time.perf_counter()
             K.simplex_blocks(s_lo, s_hi, *args)

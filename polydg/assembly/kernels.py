@@ -13,8 +13,11 @@ Two families share the same accumulators:
   scatter-added into the CSR data (the paper's atomic variant) or turned into
   COO triplets with duplicates (Approach 1).
 
-Volume and interior-face terms use the batched forms of ``batched.py``
-(points in batches, contracted as small dot products); the kernels that run
+Volume blocks (an element's, or one sub-simplex's for the entity kernels)
+are formed from Legendre moments of the coefficients (``moments.py``), so
+the three reductions share one volume form; interior-face terms use the
+batched forms of ``batched.py`` (points in batches, contracted as small dot
+products); the kernels that run
 them are compiled once per space dimension (``_element_rows_kernel`` and
 friends), so that the work arrays have compile-time shapes.  Boundary terms,
 a small share of the work, use the pointwise forms of ``forms.py``, as do
@@ -35,9 +38,11 @@ import numpy as np
 from numba import njit, prange
 
 from ..basis import element_box_tables, eval_basis_point_scaled
-from .batched import (BATCH, basis_batch, basis_flux_batch, contract, gather_face_points, gather_volume_coefficients,
-                      interior_trial_batch, load_batch, pad_face_batch, volume_trial_batch)
+from .batched import (A_ISOTROPIC, A_POINTWISE, BATCH, basis_flux_batch, contract, gather_face_points,
+                      gather_volume_coefficients, interior_trial_batch, pad_face_batch)
 from .forms import dirichlet_point, inflow_point, interior_face_point, load_point, neumann_point, normal_flux, volume_point
+from .moments import (B_ROW, MOMENT_BATCH, block_from_moments, legendre_values_batch, pad_moment_batch,
+                      volume_moments_batch)
 
 DIFFUSIVE, INFLOW = 0, 1
 
@@ -181,14 +186,14 @@ def _add_vec(rhs, first, vec, n):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
-def _volume_scratch(d, nbmax, pmax, like):  # pragma: no cover - compiled
-    """Work arrays of the batched volume terms (see ``batched.py``): test and trial rows T, U, Legendre
-    tables L, dL, the batch's points, weights and coefficients, and the element's block and load."""
-    n, dt = BATCH, like.dtype
-    return (np.empty((nbmax, (d + 1) * n), dt), np.empty((nbmax, (d + 1) * n), dt),
-            np.empty((d, pmax + 1, n), dt), np.empty((d, pmax + 1, n), dt), np.empty((d, n), dt),
-            np.empty(n, dt), np.empty((d, d, n), dt), np.empty((d, n), dt), np.empty(n, dt), np.empty(n, dt),
-            np.empty((nbmax, nbmax), dt), np.empty(nbmax, dt))
+def _moment_scratch(d, nbmax, pmax, n_moments, like):  # pragma: no cover - compiled
+    """Work arrays of the moment form (``moments.py``): the Legendre table L, a run's points, weights
+    and weighted coefficients, the moments and their scaled copy, the block, load, S and sums."""
+    n, dt = MOMENT_BATCH, like.dtype
+    mu = np.empty((B_ROW + d + d * d, n_moments), dt)
+    return (np.empty((d, 2 * pmax + 1, n), dt), np.empty((d, n), dt), np.empty(n, dt), np.empty((d, d, n), dt),
+            np.empty((d, n), dt), np.empty(n, dt), np.zeros(n, dt), mu, np.empty_like(mu),
+            np.empty((nbmax, nbmax), dt), np.empty(nbmax, dt), np.empty(nbmax, dt), np.empty(nbmax * nbmax, dt))
 
 
 @njit(cache=True, inline="always")
@@ -203,18 +208,32 @@ def _face_scratch(d, nbmax, pmax, like):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
-def volume_points_accumulate(r_first, r_last, X, W, A, B, C, F, box, scale, rec, p, table, nb, want_load,
-                             T, U, L, dL, xb, w, Ab, Bb, Cb, Fb, block, vec):  # pragma: no cover - compiled
-    """Add the volume terms (and load) of the points r_first:r_last, in batches of ``BATCH`` points."""
-    d = xb.shape[0]
-    for r0 in range(r_first, r_last, BATCH):
-        n = min(BATCH, r_last - r0)
-        a_kind = gather_volume_coefficients(r0, n, X, W, A, B, C, F, want_load, xb, w, Ab, Bb, Cb, Fb)
-        basis_batch(xb, n, box, scale, rec, p, table, nb, L, dL, T)
-        volume_trial_batch(T, n, nb, w, Ab, a_kind, Bb, Cb, U)
-        contract(T, U, (d + 1) * n, nb, nb, block)
-        if want_load:
-            load_batch(T, n, nb, Fb, vec)
+def volume_moments(r_first, r_last, X, W, A, B, C, F, want_load, box, rec, p, psi, counts, L, xb, w, Ab, Bb, Cb, Fb,
+                   mu):  # pragma: no cover - compiled
+    """The moments of the points r_first:r_last (an element or one sub-simplex of degree p), in runs
+    of ``MOMENT_BATCH`` points; returns how the diffusion was gathered (``batched.A_*``)."""
+    mu[:, :] = 0
+    a_kind = A_ISOTROPIC
+    for r0 in range(r_first, r_last, MOMENT_BATCH):
+        m = min(MOMENT_BATCH, r_last - r0)
+        a_kind = gather_volume_coefficients(r0, m, X, W, A, B, C, F, want_load, xb, w, Ab, Bb, Cb, Fb)
+        m = pad_moment_batch(m, xb, w, Ab, a_kind, Bb, Cb, Fb)
+        legendre_values_batch(xb, m, box, rec, 2 * p, L)
+        av = Ab[0, 0] if a_kind == A_ISOTROPIC else w
+        volume_moments_batch(m, L, psi, counts[p], Cb, Fb, Bb, av, Ab, a_kind == A_POINTWISE, mu)
+    return a_kind
+
+
+@njit(cache=True, inline="always")
+def volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_ij, iso_src, iso_coef,
+                 full_start, full_ij, full_src, full_coef, S, acc, block, vec):  # pragma: no cover - compiled
+    """The block and load from the moments, with the tables that match the diffusion (A = a I or not)."""
+    if a_kind == A_ISOTROPIC:
+        block_from_moments(p, nb, counts[p], mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_ij, iso_src,
+                           iso_coef, S, acc, block, vec)
+    else:
+        block_from_moments(p, nb, counts[p], mu, mus, a_kind, Ab, box, scale, table, full_start, full_ij, full_src,
+                           full_coef, S, acc, block, vec)
 
 
 def _element_rows_kernel(dim: int):
@@ -229,24 +248,26 @@ def _element_rows_kernel(dim: int):
     @njit(parallel=True, cache=True)
     def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
                      row_base, row_width, block_start, diag_entry, dof_offsets, first_row, want_load,
+                     psi, counts, iso_start, iso_ij, iso_src, iso_coef, full_start, full_ij, full_src, full_coef,
                      data, rhs):  # pragma: no cover - compiled
         d = dim
         nbmax = table.shape[0]
         pmax = _table_degree(table)
         n_tasks = (e_hi - e_lo + TASK_ELEMENTS - 1) // TASK_ELEMENTS
         for task in prange(n_tasks):
-            T, U, L, dL, xb, w, Ab, Bb, Cb, Fb, block, vec = _volume_scratch(d, nbmax, pmax, data)
+            L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S, acc = _moment_scratch(d, nbmax, pmax, psi.shape[0],
+                                                                                     data)
             box, scale = _box_scratch(d, pmax, data)
             for e in range(e_lo + task * TASK_ELEMENTS, min(e_hi, e_lo + (task + 1) * TASK_ELEMENTS)):
-                nb = nbasis[e]
-                block[:nb, :nb] = 0.0
-                vec[:nb] = 0.0
-                element_box_tables(lo[e], hi[e], degree[e], box, scale)
-                volume_points_accumulate(pts[element_offsets[e] - s_lo], pts[element_offsets[e + 1] - s_lo], X, W, A,
-                                         B, C, F, box, scale, rec, degree[e], table, nb, want_load, T, U, L, dL, xb, w,
-                                         Ab, Bb, Cb, Fb, block, vec)
+                nb, p = nbasis[e], degree[e]
+                element_box_tables(lo[e], hi[e], p, box, scale)
+                a_kind = volume_moments(pts[element_offsets[e] - s_lo], pts[element_offsets[e + 1] - s_lo], X, W, A,
+                                        B, C, F, want_load, box, rec, p, psi, counts, L, xb, w, Ab, Bb, Cb, Fb, mu)
+                volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_ij, iso_src,
+                             iso_coef, full_start, full_ij, full_src, full_coef, S, acc, block, vec)
                 _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
-                _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
+                if want_load:
+                    _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
 
     return element_rows
 
@@ -255,13 +276,14 @@ _ELEMENT_ROWS = {dim: _element_rows_kernel(dim) for dim in (1, 2, 3)}
 
 
 def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, *args) -> None:
-    """Volume terms of the elements e_lo:e_hi, summed over their quadrature points in order.
+    """Volume terms and load of the elements e_lo:e_hi, from their Legendre moments (``moments.py``).
 
     An element's sub-simplices are consecutive, and so are their points: the
-    element is integrated as one run of points, batch by batch
-    (``batched.py``), and its diagonal block and load are written once.  Each
-    parallel task takes ``TASK_ELEMENTS`` consecutive elements so that its
-    work arrays are allocated once.
+    element's moments are summed over them in order, in runs of
+    ``MOMENT_BATCH`` points, and its diagonal block and load are formed and
+    written once.  Each parallel task takes ``TASK_ELEMENTS`` consecutive
+    elements so that its work arrays are allocated once.  ``rec`` must reach
+    degree 2 pmax (the moments' Legendre values).
     """
     _ELEMENT_ROWS[X.shape[1]](e_lo, e_hi, element_offsets, s_lo, pts, X, *args)
 
@@ -385,23 +407,25 @@ def _simplex_blocks_kernel(dim: int):
 
     @njit(parallel=True, cache=True)
     def simplex_blocks(s_lo, s_hi, simplex_element, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
-                       want_load, vals, vals_offsets, loads, load_offsets):  # pragma: no cover - compiled
+                       want_load, psi, counts, iso_start, iso_ij, iso_src, iso_coef, full_start, full_ij, full_src,
+                       full_coef, vals, vals_offsets, loads, load_offsets):  # pragma: no cover - compiled
         d = dim
         nbmax = table.shape[0]
         pmax = _table_degree(table)
         n_tasks = (s_hi - s_lo + TASK_ELEMENTS - 1) // TASK_ELEMENTS
         for task in prange(n_tasks):
-            T, U, L, dL, xb, w, Ab, Bb, Cb, Fb, block, vec = _volume_scratch(d, nbmax, pmax, vals)
+            L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S, acc = _moment_scratch(d, nbmax, pmax, psi.shape[0],
+                                                                                     vals)
             box, scale = _box_scratch(d, pmax, vals)
             for s in range(s_lo + task * TASK_ELEMENTS, min(s_hi, s_lo + (task + 1) * TASK_ELEMENTS)):
                 e = simplex_element[s]
-                nb = nbasis[e]
+                nb, p = nbasis[e], degree[e]
                 sl = s - s_lo
-                block[:nb, :nb] = 0.0
-                vec[:nb] = 0.0
-                element_box_tables(lo[e], hi[e], degree[e], box, scale)
-                volume_points_accumulate(pts[sl], pts[sl + 1], X, W, A, B, C, F, box, scale, rec, degree[e], table,
-                                         nb, want_load, T, U, L, dL, xb, w, Ab, Bb, Cb, Fb, block, vec)
+                element_box_tables(lo[e], hi[e], p, box, scale)
+                a_kind = volume_moments(pts[sl], pts[sl + 1], X, W, A, B, C, F, want_load, box, rec, p, psi, counts, L,
+                                        xb, w, Ab, Bb, Cb, Fb, mu)
+                volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_ij, iso_src,
+                             iso_coef, full_start, full_ij, full_src, full_coef, S, acc, block, vec)
                 v0 = vals_offsets[sl]
                 for i in range(nb):
                     for j in range(nb):
@@ -417,7 +441,7 @@ _SIMPLEX_BLOCKS = {dim: _simplex_blocks_kernel(dim) for dim in (1, 2, 3)}
 def simplex_blocks(s_lo, s_hi, simplex_element, pts, X, *args) -> None:
     """The volume block of every sub-simplex s_lo:s_hi, each into its own buffer slot.
 
-    The same batched volume form as :func:`element_rows`, one sub-simplex at a time.
+    The same moment form as :func:`element_rows`, one sub-simplex at a time.
     """
     _SIMPLEX_BLOCKS[X.shape[1]](s_lo, s_hi, simplex_element, pts, X, *args)
 

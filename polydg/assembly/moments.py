@@ -1,0 +1,427 @@
+"""Element volume blocks from Legendre moments (the element kernel of Approach 2).
+
+On its bounding box an element's basis functions are scaled tensor products
+of Legendre polynomials (``basis.py``),
+
+    phi_i(x) = S_i prod_k P_{a_ik}(xi_k),   xi_k = (2 x_k - lo_k - hi_k) / h_k,
+
+and a product of two Legendre polynomials is again a short Legendre series
+(the linearisation P_a P_b = sum_c C(a, b, c) P_c, with |a - b| <= c <= a + b);
+so are P_a P'_b and P'_a P'_b.  Every entry of the element's volume block
+(2.4) is therefore a fixed combination of a few *moments*
+
+    mu^g_m = sum_q w_q g(x_q) psi_m(x_q),   psi_m = prod_k P_{m_k}(xi_k),
+
+of the coefficients g in {c, b_k, A_kl} (and f for the load):
+
+    block[i, j] = S_i S_j ( sum_m K^c_ijm mu^c_m + sum_k (2 / h_k) sum_m K^{b_k}_ijm mu^{b_k}_m
+                            + sum_kl (2 / h_k) (2 / h_l) sum_m K^{A_kl}_ijm mu^{A_kl}_m ),
+
+where the K are products of the 1D coefficients and depend only on (p, d)
+(:func:`moment_tables`).  The quadrature is the same as the direct form's,
+so the two agree to round-off (tested).  What changes is the work per point:
+the direct form contracts nb x nb entries over (d + 1) rows, 2 nb^2 (d + 1)
+flops (800 at p = 2 in 3D); here each coefficient meets only the moments it
+needs, |m| <= 2p for c, 2p - 1 for b, 2p - 2 for A, p for f: 115
+multiply-adds at p = 2 in 3D, and nothing is stored per point and basis
+function.  The tables are applied once per element, a sparse product with
+367 (p = 2) to 2,366 (p = 3) entries in 3D.
+
+This needs the element's points summed together, which is what Approach 2
+does; the per-sub-simplex blocks of the atomic variant and Approach 1 keep
+the direct form of ``batched.py``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+from numpy.polynomial import legendre as npleg
+
+from ..basis import multi_indices, n_basis
+from .batched import A_CONSTANT, A_ISOTROPIC, A_POINTWISE, _FAST
+
+#: points per moment batch: an element's points are summed in runs of this
+#: length (most elements need one run); the Legendre table of a run,
+#: d x (2p + 1) x MOMENT_BATCH values, stays in the core's L2 cache
+MOMENT_BATCH = 256
+
+#: a run is padded with zero-weight points to a multiple of this, so that the
+#: compiled point loops (vectorised 4 wide, unrolled 4 times) have no scalar tail
+MOMENT_PAD = 16
+
+#: rows of the moment array mu (rows, NC): c, f, the one diffusion row of A = a I or of a
+#: constant A (see :func:`volume_moments_batch`), b_0..b_{d-1}, then A_kl at row B_ROW + d + k d + l
+C_ROW, F_ROW, AV_ROW, B_ROW = 0, 1, 2, 3
+
+
+def moment_rows(d: int) -> int:
+    """Rows of the moment array: c, f, the diffusion row, b_0..b_{d-1}, A_kl (k, l < d)."""
+    return B_ROW + d + d * d
+
+
+# --------------------------------------------------------------------------
+# the tables (NumPy, once per degree and dimension)
+
+
+@lru_cache(maxsize=None)
+def legendre_product_coefficients(p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """1D linearisation coefficients for a, b <= p, c <= 2p, shape (p + 1, p + 1, 2p + 1) each.
+
+    C0[a, b, c], C1[a, b, c], C2[a, b, c] are the Legendre coefficients of
+    P_a P_b, P_a P'_b and P'_a P'_b:  (2c + 1) / 2 * int_{-1}^{1} (.) P_c.
+
+    >>> C0, C1, C2 = legendre_product_coefficients(1)
+    >>> C0[1, 1]            # P_1^2 = xi^2 = 1/3 P_0 + 2/3 P_2
+    array([0.33333333, 0.        , 0.66666667])
+    >>> C1[1, 1]            # P_1 P_1' = xi = P_1
+    array([0., 1., 0.])
+    """
+    p = int(p)
+    x, w = npleg.leggauss(3 * p + 2)  # exact for degree 6p + 3 >= the integrands' 6p
+    eye = np.eye(2 * p + 1)
+    P = np.array([npleg.legval(x, eye[a]) for a in range(2 * p + 1)])
+    dP = np.array([npleg.legval(x, npleg.legder(eye[a])) if a > 0 else 0 * x for a in range(2 * p + 1)])
+    half_norm = (2 * np.arange(2 * p + 1) + 1) / 2.0
+    a, b, c = np.ogrid[:p + 1, :p + 1, :2 * p + 1]
+    out = []
+    for derivatives, (left, right) in enumerate(((P, P), (P, dP), (dP, dP))):
+        C = np.einsum("aq,bq,cq,q->abc", left[:p + 1], right[:p + 1], P, w) * half_norm
+        # the exact zeros: above the product's degree, and every other c (parity)
+        degree = a + b - derivatives
+        C[(c > degree) | ((degree - c) % 2 == 1) | (np.abs(C) < 1e-13 * np.abs(C).max())] = 0.0
+        C.setflags(write=False)
+        out.append(C)
+    return out[0], out[1], out[2]
+
+
+class MomentTables(NamedTuple):
+    """The constants of the moment form for degrees 0..pmax in d dimensions (see the module docstring).
+
+    psi: (NC, d) multi-indices of the moments, total degree <= 2 pmax, hierarchical.
+    counts: (pmax + 1, 4) per degree p: moments of c (|m| <= 2p), b (2p - 1), A (2p - 2), f (p).
+    iso_*, full_*: the combination tables, degree p's entries at ``*_start[p]:*_start[p + 1]``:
+    block entry ``*_ij`` (i nb + j) gets ``*_coef`` times the scaled moment ``*_src`` (a flat
+    index into rows of length NC, see :data:`C_ROW`); ``iso`` has the diagonal A_kk terms only.
+    """
+
+    psi: np.ndarray
+    counts: np.ndarray
+    iso_start: np.ndarray
+    iso_ij: np.ndarray
+    iso_src: np.ndarray
+    iso_coef: np.ndarray
+    full_start: np.ndarray
+    full_ij: np.ndarray
+    full_src: np.ndarray
+    full_coef: np.ndarray
+
+    @property
+    def n_moments(self) -> int:
+        return self.psi.shape[0]
+
+
+def _n_psi(q: int, d: int) -> int:
+    return n_basis(q, d) if q >= 0 else 0
+
+
+def _block_terms(p: int, d: int, kinds: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Entries (ij, m, coef) of one term: direction k uses C0 (kinds[k] = 0), C1 (1: trial derivative),
+    C1 transposed (2: test derivative) or C2 (3: both)."""
+    C0, C1, C2 = legendre_product_coefficients(p)
+    C = (C0, C1, np.transpose(C1, (1, 0, 2)), C2)
+    idx = multi_indices(p, d)
+    psi = multi_indices(2 * p, d)
+    nb = idx.shape[0]
+    val = np.ones((nb, nb, psi.shape[0]))
+    for k in range(d):
+        val *= C[kinds[k]][idx[:, k][:, None, None], idx[:, k][None, :, None], psi[:, k][None, None, :]]
+    i, j, m = np.nonzero(val)
+    return (i * nb + j).astype(np.int64), m.astype(np.int64), val[i, j, m]
+
+
+def _entries(p: int, d: int, nc: int, terms: list[tuple[tuple[int, ...], int]]):
+    """All terms' entries (ij, src, coef) of a degree-p block, ordered round-robin over the block's
+    entries ij (first term of every ij, then the second, ...), so that consecutive updates of the
+    kernel's sum never wait on one another."""
+    ij, src, coef = [], [], []
+    for kinds, row in terms:
+        e, m, c = _block_terms(p, d, kinds)
+        ij.append(e)
+        src.append(row * nc + m)
+        coef.append(c)
+    ij, src, coef = np.concatenate(ij), np.concatenate(src), np.concatenate(coef)
+    order = np.argsort(ij, kind="stable")
+    ij, src, coef = ij[order], src[order], coef[order]
+    first = np.searchsorted(ij, ij)  # each entry's rank within its ij
+    order = np.lexsort((ij, np.arange(len(ij)) - first))
+    return ij[order].astype(np.int64), src[order].astype(np.int64), coef[order]
+
+
+@lru_cache(maxsize=None)
+def moment_tables(pmax: int, d: int, dtype=np.float64) -> MomentTables:
+    """The moment form's tables for every degree 0..pmax (cached; arrays read-only).
+
+    >>> t = moment_tables(2, 3)
+    >>> t.n_moments, t.counts[2].tolist()        # |m| <= 4; c, b, A, f moments at p = 2
+    (35, [35, 20, 10, 10])
+    >>> int(t.iso_start[3] - t.iso_start[2])    # entries at p = 2 for A = a I
+    367
+    """
+    pmax, d = int(pmax), int(d)
+    psi = np.ascontiguousarray(multi_indices(2 * pmax, d))
+    nc = psi.shape[0]
+    counts = np.array([[_n_psi(2 * p, d), _n_psi(2 * p - 1, d), _n_psi(2 * p - 2, d), _n_psi(p, d)]
+                       for p in range(pmax + 1)], dtype=np.int64)
+    ar = B_ROW + d
+    mass = [((0,) * d, C_ROW)]
+    advection = [(tuple(1 if m == k else 0 for m in range(d)), B_ROW + k) for k in range(d)]
+
+    def diffusion(k: int, l: int) -> tuple[tuple[int, ...], int]:
+        # d/dx_k on the test function, d/dx_l on the trial function
+        kinds = [0] * d
+        if k == l:
+            kinds[k] = 3
+        else:
+            kinds[k], kinds[l] = 2, 1
+        return tuple(kinds), ar + k * d + l
+
+    iso = mass + advection + [diffusion(k, k) for k in range(d)]
+    full = mass + advection + [diffusion(k, l) for k in range(d) for l in range(d)]
+    fields = {}
+    for name, terms in (("iso", iso), ("full", full)):
+        parts = [_entries(p, d, nc, terms) for p in range(pmax + 1)]
+        fields[f"{name}_start"] = np.cumsum([0] + [len(ij) for ij, _, _ in parts]).astype(np.int64)
+        fields[f"{name}_ij"] = np.concatenate([ij for ij, _, _ in parts])
+        fields[f"{name}_src"] = np.concatenate([src for _, src, _ in parts])
+        fields[f"{name}_coef"] = np.concatenate([c for _, _, c in parts]).astype(dtype)
+    tables = MomentTables(psi=psi, counts=counts, **fields)
+    for a in tables:
+        a.setflags(write=False)
+    return tables
+
+
+# --------------------------------------------------------------------------
+# compiled: one run of points, and the block of one element
+
+
+@njit(cache=True, inline="always")
+def legendre_values_batch(x, n, box, rec, qmax, L):  # pragma: no cover - compiled
+    """L[k, m, q] = P_m(xi_k(x[:, q])) for m <= qmax, q < n: the plain Legendre values on the box."""
+    d = x.shape[0]
+    one = x.dtype.type(1)
+    for k in range(d):
+        a, c = box[k, 0], box[k, 1]
+        for q in range(n):
+            L[k, 0, q] = one
+        if qmax >= 1:
+            for q in range(n):
+                L[k, 1, q] = a * x[k, q] + c
+        for m in range(1, qmax):
+            r_a, r_b = rec[0, m], rec[1, m]
+            for q in range(n):
+                L[k, m + 1, q] = r_a * L[k, 1, q] * L[k, m, q] - r_b * L[k, m - 1, q]
+
+
+@njit(cache=True, inline="always")
+def pad_moment_batch(n, x, w, A, a_kind, b, c, f):  # pragma: no cover - compiled
+    """Extend a gathered run of n points with zero-weight copies of its last point to a multiple of
+    :data:`MOMENT_PAD`; returns the padded length.  The copies add exact zeros to every moment."""
+    d = x.shape[0]
+    m = (n + MOMENT_PAD - 1) // MOMENT_PAD * MOMENT_PAD
+    zero = x.dtype.type(0)
+    for q in range(n, m):
+        for k in range(d):
+            x[k, q] = x[k, n - 1]
+            b[k, q] = zero
+        w[q] = zero
+        c[q] = zero
+        f[q] = zero
+    if a_kind == A_ISOTROPIC:
+        for q in range(n, m):
+            A[0, 0, q] = zero
+    elif a_kind == A_POINTWISE:
+        for k in range(d):
+            for l in range(d):
+                for q in range(n, m):
+                    A[k, l, q] = zero
+    return m
+
+
+@njit(cache=True, fastmath=_FAST)
+def volume_moments_batch(n, L, psi, counts, c, f, b, av, A, a_pointwise, mu):  # pragma: no cover - compiled
+    """Add one run's moments: mu[row, m] += sum_q g_q psi_m(x_q) for the weighted coefficient rows g.
+
+    ``c``, ``f`` (n,), ``b`` (d, n), ``av`` (n,) are already multiplied by the
+    weights; ``av`` is w a for A = a I, w for another constant A (scaled per
+    element), and unused when ``a_pointwise``, where ``A`` (d, d, n) holds
+    w A_kl.  ``counts`` are the degree's (c, b, A, f) moment counts: moments
+    are hierarchical, so each coefficient needs a prefix of them.  Moments
+    below max(nA, nf) are computed for all rows at once (the extra ones are
+    never read), then c and b, then c alone; each loop runs over the points,
+    with its sums kept in registers.
+    """
+    d = L.shape[0]
+    n_c, n_b, n_a, n_f = counts[0], counts[1], counts[2], counts[3]
+    n1 = max(n_a, n_f)
+    n2 = max(n1, n_b)
+    ar = B_ROW + d
+    zero = L.dtype.type(0)
+    if d == 3:
+        for m in range(n1):
+            m0, m1, m2 = psi[m, 0], psi[m, 1], psi[m, 2]
+            sc = sf = s0 = s1 = s2 = sa = zero
+            for q in range(n):
+                v = L[0, m0, q] * L[1, m1, q] * L[2, m2, q]
+                sc += c[q] * v
+                sf += f[q] * v
+                s0 += b[0, q] * v
+                s1 += b[1, q] * v
+                s2 += b[2, q] * v
+                sa += av[q] * v
+            mu[C_ROW, m] += sc
+            mu[F_ROW, m] += sf
+            mu[B_ROW, m] += s0
+            mu[B_ROW + 1, m] += s1
+            mu[B_ROW + 2, m] += s2
+            mu[AV_ROW, m] += sa
+        for m in range(n1, n2):
+            m0, m1, m2 = psi[m, 0], psi[m, 1], psi[m, 2]
+            sc = s0 = s1 = s2 = zero
+            for q in range(n):
+                v = L[0, m0, q] * L[1, m1, q] * L[2, m2, q]
+                sc += c[q] * v
+                s0 += b[0, q] * v
+                s1 += b[1, q] * v
+                s2 += b[2, q] * v
+            mu[C_ROW, m] += sc
+            mu[B_ROW, m] += s0
+            mu[B_ROW + 1, m] += s1
+            mu[B_ROW + 2, m] += s2
+        for m in range(n2, n_c):
+            m0, m1, m2 = psi[m, 0], psi[m, 1], psi[m, 2]
+            sc = zero
+            for q in range(n):
+                sc += c[q] * (L[0, m0, q] * L[1, m1, q] * L[2, m2, q])
+            mu[C_ROW, m] += sc
+        if a_pointwise:
+            for kl in range(d * d):
+                k, l = kl // d, kl % d
+                for m in range(n_a):
+                    m0, m1, m2 = psi[m, 0], psi[m, 1], psi[m, 2]
+                    s = zero
+                    for q in range(n):
+                        s += A[k, l, q] * (L[0, m0, q] * L[1, m1, q] * L[2, m2, q])
+                    mu[ar + kl, m] += s
+    elif d == 2:
+        for m in range(n1):
+            m0, m1 = psi[m, 0], psi[m, 1]
+            sc = sf = s0 = s1 = sa = zero
+            for q in range(n):
+                v = L[0, m0, q] * L[1, m1, q]
+                sc += c[q] * v
+                sf += f[q] * v
+                s0 += b[0, q] * v
+                s1 += b[1, q] * v
+                sa += av[q] * v
+            mu[C_ROW, m] += sc
+            mu[F_ROW, m] += sf
+            mu[B_ROW, m] += s0
+            mu[B_ROW + 1, m] += s1
+            mu[AV_ROW, m] += sa
+        for m in range(n1, n2):
+            m0, m1 = psi[m, 0], psi[m, 1]
+            sc = s0 = s1 = zero
+            for q in range(n):
+                v = L[0, m0, q] * L[1, m1, q]
+                sc += c[q] * v
+                s0 += b[0, q] * v
+                s1 += b[1, q] * v
+            mu[C_ROW, m] += sc
+            mu[B_ROW, m] += s0
+            mu[B_ROW + 1, m] += s1
+        for m in range(n2, n_c):
+            m0, m1 = psi[m, 0], psi[m, 1]
+            sc = zero
+            for q in range(n):
+                sc += c[q] * (L[0, m0, q] * L[1, m1, q])
+            mu[C_ROW, m] += sc
+        if a_pointwise:
+            for kl in range(d * d):
+                k, l = kl // d, kl % d
+                for m in range(n_a):
+                    m0, m1 = psi[m, 0], psi[m, 1]
+                    s = zero
+                    for q in range(n):
+                        s += A[k, l, q] * (L[0, m0, q] * L[1, m1, q])
+                    mu[ar + kl, m] += s
+    else:  # any d: the same sums, the product over directions in a loop (used for d = 1)
+        for m in range(n_c):
+            sc = sf = sa = zero
+            for q in range(n):
+                v = L[0, psi[m, 0], q]
+                for k in range(1, d):
+                    v *= L[k, psi[m, k], q]
+                sc += c[q] * v
+                if m < n1:
+                    sf += f[q] * v
+                    sa += av[q] * v
+                if m < n2:
+                    for k in range(d):
+                        mu[B_ROW + k, m] += b[k, q] * v
+                if a_pointwise and m < n_a:
+                    for kl in range(d * d):
+                        mu[ar + kl, m] += A[kl // d, kl % d, q] * v
+            mu[C_ROW, m] += sc
+            if m < n1:
+                mu[F_ROW, m] += sf
+                mu[AV_ROW, m] += sa
+
+
+@njit(cache=True, inline="always")
+def block_from_moments(p, nb, counts, mu, mus, a_kind, A, box, scale, table, start, ij, src, coef, S, acc, block,
+                       vec):  # pragma: no cover - compiled
+    """block[i, j] = S_i S_j sum_e coef[e] mus[src[e]] and vec[i] = S_i mu_f[i] for one element of degree p.
+
+    ``mus`` receives the element's scaled moments: b_k times 2 / h_k, A_kl
+    times (2 / h_k)(2 / h_l) (and, for a constant A, times A_kl; for A = a I
+    the one accumulated row serves every A_kk).  ``start``, ``ij``, ``src``,
+    ``coef`` are the tables, iso or full to match ``a_kind``; ``acc`` holds
+    nb^2 sums.
+    """
+    d = box.shape[0]
+    n_c, n_b, n_a = counts[0], counts[1], counts[2]
+    ar = B_ROW + d
+    for m in range(n_c):
+        mus[C_ROW, m] = mu[C_ROW, m]
+    for k in range(d):
+        h = box[k, 0]
+        for m in range(n_b):
+            mus[B_ROW + k, m] = h * mu[B_ROW + k, m]
+    for k in range(d):
+        for l in range(d):
+            if a_kind == A_ISOTROPIC and k != l:
+                continue
+            src_row = AV_ROW if a_kind != A_POINTWISE else ar + k * d + l
+            h = box[k, 0] * box[l, 0]
+            if a_kind == A_CONSTANT:
+                h *= A[k, l, 0]
+            for m in range(n_a):
+                mus[ar + k * d + l, m] = h * mu[src_row, m]
+    flat = mus.ravel()
+    for t in range(nb * nb):
+        acc[t] = 0
+    for e in range(start[p], start[p + 1]):
+        acc[ij[e]] += coef[e] * flat[src[e]]
+    for i in range(nb):
+        s = scale[0, table[i, 0]]
+        for k in range(1, d):
+            s *= scale[k, table[i, k]]
+        S[i] = s
+    for i in range(nb):
+        for j in range(nb):
+            block[i, j] = S[i] * S[j] * acc[i * nb + j]
+        vec[i] = S[i] * mu[F_ROW, i]

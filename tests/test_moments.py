@@ -1,0 +1,160 @@
+"""The moment form of the element volume blocks (assembly/moments.py).
+
+It must give the direct form's blocks and loads to round-off for every
+dimension, degree, kind of diffusion (A = a I, another constant, pointwise),
+point counts below, at and above a run of MOMENT_BATCH points, and in the
+whole assembly for mixed degrees.
+"""
+
+import numpy as np
+import pytest
+from numba import njit
+from numpy.polynomial import legendre as npleg
+
+from polydg.assembly.assembler import assemble
+from polydg.assembly.batched import gather_volume_coefficients
+from polydg.assembly.moments import (B_ROW, MOMENT_BATCH, MOMENT_PAD, block_from_moments, legendre_product_coefficients,
+                                     legendre_values_batch, moment_rows, moment_tables, pad_moment_batch,
+                                     volume_moments_batch)
+from polydg.basis import element_box_tables, legendre_recurrence, multi_indices, tabulate_both
+from polydg.mesh import from_spec
+from polydg.partition import agglomerate
+from polydg.problem import builtin_problem
+from polydg.space import DGSpace
+
+
+@pytest.mark.parametrize("p", [0, 1, 2, 3, 5])
+def test_legendre_products_are_short_legendre_series(p):
+    C0, C1, C2 = legendre_product_coefficients(p)
+    x = np.linspace(-1, 1, 41)
+    eye = np.eye(2 * p + 1)
+    P = np.array([npleg.legval(x, eye[a]) for a in range(2 * p + 1)])
+    dP = np.array([npleg.legval(x, npleg.legder(eye[a])) for a in range(2 * p + 1)])
+    for a in range(p + 1):
+        for b in range(p + 1):
+            np.testing.assert_allclose(C0[a, b] @ P, P[a] * P[b], atol=1e-12)
+            np.testing.assert_allclose(C1[a, b] @ P, P[a] * dP[b], atol=1e-11)
+            np.testing.assert_allclose(C2[a, b] @ P, dP[a] * dP[b], atol=1e-10)
+            # the degree bound that makes the moments hierarchical
+            assert not C0[a, b, a + b + 1:].any() and not C1[a, b, a + b:].any()
+            assert not C2[a, b, max(a + b - 1, 0):].any()
+
+
+@njit(cache=True)
+def _moment_block(X, W, A, B, C, F, lo, hi, p, table, rec, tabs, iso):  # pragma: no cover - compiled
+    """One element's block and load through the moment kernel, as element_rows runs it."""
+    psi, counts, iso_start, iso_ij, iso_src, iso_coef, full_start, full_ij, full_src, full_coef = tabs
+    d = X.shape[1]
+    n = MOMENT_BATCH
+    nb = table.shape[0]
+    L = np.empty((d, 2 * p + 1, n))
+    xb, w, Ab = np.empty((d, n)), np.empty(n), np.empty((d, d, n))
+    Bb, Cb, Fb = np.empty((d, n)), np.empty(n), np.empty(n)
+    mu = np.zeros((B_ROW + d + d * d, psi.shape[0]))
+    mus = np.empty_like(mu)
+    block, vec, S, acc = np.empty((nb, nb)), np.empty(nb), np.empty(nb), np.empty(nb * nb)
+    box, scale = np.empty((d, 2)), np.empty((d, p + 1))
+    element_box_tables(lo, hi, p, box, scale)
+    a_kind = 0
+    for r0 in range(0, X.shape[0], n):
+        m = min(n, X.shape[0] - r0)
+        a_kind = gather_volume_coefficients(r0, m, X, W, A, B, C, F, True, xb, w, Ab, Bb, Cb, Fb)
+        m = pad_moment_batch(m, xb, w, Ab, a_kind, Bb, Cb, Fb)
+        legendre_values_batch(xb, m, box, rec, 2 * p, L)
+        av = Ab[0, 0] if a_kind == 0 else w
+        volume_moments_batch(m, L, psi, counts[p], Cb, Fb, Bb, av, Ab, a_kind == 2, mu)
+    if iso:
+        block_from_moments(p, nb, counts[p], mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_ij, iso_src,
+                           iso_coef, S, acc, block, vec)
+    else:
+        block_from_moments(p, nb, counts[p], mu, mus, a_kind, Ab, box, scale, table, full_start, full_ij, full_src,
+                           full_coef, S, acc, block, vec)
+    return block, vec, a_kind
+
+
+def _direct(X, W, A, B, C, F, lo, hi, p):
+    """sum_q w (c phi_i phi_j + phi_i b.grad phi_j + grad phi_i . A grad phi_j), sum_q w f phi_i, in NumPy."""
+    n, d = X.shape
+    phi, grad = tabulate_both(X, np.broadcast_to(lo, (n, d)), np.broadcast_to(hi, (n, d)), p)
+    A = np.broadcast_to(A, (n, d, d))
+    B, C, F = np.broadcast_to(B, (n, d)), np.broadcast_to(C, (n,)), np.broadcast_to(F, (n,))
+    adv = np.einsum("qk,qjk->qj", B, grad)
+    block = np.einsum("q,qi,qj->ij", W * C, phi, phi) + np.einsum("q,qi,qj->ij", W, phi, adv)
+    block += np.einsum("q,qik,qkl,qjl->ij", W, grad, A, grad)
+    return block, phi.T @ (W * F)
+
+
+@pytest.mark.parametrize("d,p", [(1, 3), (2, 0), (2, 1), (2, 2), (2, 3), (3, 1), (3, 2), (3, 3), (3, 4)])
+@pytest.mark.parametrize("n_points", [1, MOMENT_PAD + 3, MOMENT_BATCH, 2 * MOMENT_BATCH + 37])
+@pytest.mark.parametrize("diffusion", ["pointwise", "constant", "isotropic", "isotropic, constant b c f"])
+def test_moment_blocks_match_the_direct_sums(d, p, n_points, diffusion):
+    rng = np.random.default_rng(100 * d + 10 * p + n_points)
+    lo = rng.uniform(-1, 0, d)
+    hi = lo + rng.uniform(0.3, 2, d)
+    X = lo + (hi - lo) * rng.random((n_points, d))
+    W = rng.random(n_points)
+    M = rng.normal(size=(n_points, d, d))
+    A = np.einsum("nij,nkj->nik", M, M) + np.eye(d)
+    B, C, F = rng.normal(size=(n_points, d)), rng.normal(size=n_points), rng.normal(size=n_points)
+    if diffusion == "constant":
+        A = A[:1].copy()
+    elif diffusion == "isotropic":
+        A = 0.7 * np.eye(d)[None]
+    elif diffusion == "isotropic, constant b c f":
+        A, B, C, F = 0.7 * np.eye(d)[None], B[:1].copy(), C[:1].copy(), F[:1].copy()
+    table = np.ascontiguousarray(multi_indices(p, d))
+    tabs = moment_tables(p, d)
+    block, vec, a_kind = _moment_block(X, W, A, B, C, F, lo, hi, p, table, legendre_recurrence(2 * p), tabs,
+                                       diffusion.startswith("isotropic"))
+    # one point makes a "pointwise" A one constant row; in 1D every constant A is a multiple of I
+    expected = 2 if A.shape[0] > 1 else 0 if (d == 1 or diffusion.startswith("isotropic")) else 1
+    assert a_kind == expected
+    ref, ref_vec = _direct(X, W, A, B, C, F, lo, hi, p)
+    assert np.abs(ref).max() > 0
+    np.testing.assert_allclose(block, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+    np.testing.assert_allclose(vec, ref_vec, rtol=0, atol=1e-12 * np.abs(ref_vec).max())
+
+
+def test_moment_tables_shapes_and_prefixes():
+    t = moment_tables(3, 3)
+    assert t.psi.shape == (84, 3) and t.psi.dtype == np.int64
+    # counts per degree: c (2p), b (2p - 1), A (2p - 2), f (p)
+    assert t.counts.tolist() == [[1, 0, 0, 1], [10, 4, 1, 4], [35, 20, 10, 10], [84, 56, 35, 20]]
+    # each degree's entries cover its nb^2 block entries, round-robin; sources stay in the moment array
+    for p, nb in enumerate([1, 4, 10, 20]):
+        ij = t.iso_ij[t.iso_start[p]:t.iso_start[p + 1]]
+        assert set(ij.tolist()) == set(range(nb * nb))
+        assert (ij[:nb * nb] == np.arange(nb * nb)).all()
+    assert t.iso_src.max() < moment_rows(3) * 84 and t.full_src.max() < moment_rows(3) * 84
+    assert t.full_start[-1] > t.iso_start[-1]  # off-diagonal A_kl terms
+    with pytest.raises(ValueError):
+        t.iso_coef[0] = 1.0  # cached, so read-only
+    assert moment_tables(2, 2, np.float32).iso_coef.dtype == np.float32
+
+
+@pytest.mark.parametrize("problem_name", ["paper-3d", "change-of-type", "advection", "neumann"])
+def test_element_kernel_matches_the_atomic_variant_in_3d_mixed_degrees(problem_name):
+    mesh = agglomerate(from_spec("cube:4"), 12)
+    degree = np.random.default_rng(1).integers(0, 4, size=mesh.n_elements)
+    space = DGSpace(mesh, degree)
+    problem = builtin_problem(problem_name, 3)
+    moments, direct = assemble(space, problem), assemble(space, problem, approach="atomic")
+    scale = np.abs(direct.matrix).max()
+    assert abs(moments.matrix - direct.matrix).max() <= 1e-13 * scale
+    np.testing.assert_allclose(moments.rhs, direct.rhs, rtol=0, atol=1e-13 * np.abs(direct.rhs).max())
+
+
+@pytest.mark.parametrize("d,spec,n_el", [(2, "square:10", 20), (3, "cube:4", 12)])
+def test_moment_form_is_as_accurate_as_the_direct_form_in_single_precision(d, spec, n_el):
+    # the moments sum high-degree Legendre values, then combine them: in float32
+    # that must not lose accuracy against the direct sums (atomic variant)
+    space = DGSpace(agglomerate(from_spec(spec), n_el), 3)
+    problem = builtin_problem(f"paper-{d}d", d)
+    exact = assemble(space, problem, approach="atomic").matrix
+    scale = np.abs(exact).max()
+    errors = {}
+    for approach in ("2", "atomic"):
+        single = assemble(space, problem, approach=approach, precision="single").matrix
+        assert single.dtype == np.float32
+        errors[approach] = abs(single.astype(np.float64) - exact).max() / scale
+    assert 0 < errors["2"] <= 1.5 * errors["atomic"] and errors["2"] < 1e-5, errors
