@@ -132,9 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     ns = mesh.n_simplices
     ref = np.empty(ns * NB * NB)
     ref_load = np.empty(ns * NB)
+    # the CPU reference: the moment form (its Legendre values reach degree 2P)
+    from polydg.assembly.moments import moment_tables
     K.simplex_blocks(0, ns, mesh.simplex_element, batch.offsets, batch.x, batch.weight, A, B, C, F, lo, hi, degree,
-                     nbasis, table, rec, True, ref, np.arange(ns + 1, dtype=np.int64) * NB * NB, ref_load,
-                     np.arange(ns + 1, dtype=np.int64) * NB)
+                     nbasis, table, legendre_recurrence(2 * P), True, *moment_tables(P, D), ref,
+                     np.arange(ns + 1, dtype=np.int64) * NB * NB, ref_load, np.arange(ns + 1, dtype=np.int64) * NB)
     host = (mesh.simplex_element, batch.offsets, batch.x, batch.weight, A, B, C, F, lo, hi, table, rec)
     dev = [cuda.to_device(np.ascontiguousarray(a)) for a in host]
     vals, loads = cuda.device_array((ns, NB, NB)), cuda.device_array((ns, NB))

@@ -11,6 +11,7 @@ import pytest
 from numba import njit
 from numpy.polynomial import legendre as npleg
 
+from polydg.assembly import kernels as K
 from polydg.assembly.assembler import assemble
 from polydg.assembly.batched import gather_volume_coefficients
 from polydg.assembly.moments import (B_ROW, MOMENT_BATCH, MOMENT_PAD, block_from_moments, legendre_product_coefficients,
@@ -42,18 +43,18 @@ def test_legendre_products_are_short_legendre_series(p):
 
 @njit(cache=True)
 def _moment_block(X, W, A, B, C, F, lo, hi, p, table, rec, tabs, iso):  # pragma: no cover - compiled
-    """One element's block and load through the moment kernel, as element_rows runs it."""
+    """One element's block and load through the moment kernel, as element_rows runs it (in X's precision)."""
     psi, counts, iso_start, iso_ij, iso_src, iso_coef, full_start, full_ij, full_src, full_coef = tabs
     d = X.shape[1]
-    n = MOMENT_BATCH
+    n, dt = MOMENT_BATCH, X.dtype
     nb = table.shape[0]
-    L = np.empty((d, 2 * p + 1, n))
-    xb, w, Ab = np.empty((d, n)), np.empty(n), np.empty((d, d, n))
-    Bb, Cb, Fb = np.empty((d, n)), np.empty(n), np.empty(n)
-    mu = np.zeros((B_ROW + d + d * d, psi.shape[0]))
+    L = np.empty((d, 2 * p + 1, n), dt)
+    xb, w, Ab = np.empty((d, n), dt), np.empty(n, dt), np.empty((d, d, n), dt)
+    Bb, Cb, Fb = np.empty((d, n), dt), np.empty(n, dt), np.empty(n, dt)
+    mu = np.zeros((B_ROW + d + d * d, psi.shape[0]), dt)
     mus = np.empty_like(mu)
-    block, vec, S, acc = np.empty((nb, nb)), np.empty(nb), np.empty(nb), np.empty(nb * nb)
-    box, scale = np.empty((d, 2)), np.empty((d, p + 1))
+    block, vec, S, acc = np.empty((nb, nb), dt), np.empty(nb, dt), np.empty(nb, dt), np.empty(nb * nb, dt)
+    box, scale = np.empty((d, 2), dt), np.empty((d, p + 1), dt)
     element_box_tables(lo, hi, p, box, scale)
     a_kind = 0
     for r0 in range(0, X.shape[0], n):
@@ -72,6 +73,21 @@ def _moment_block(X, W, A, B, C, F, lo, hi, p, table, rec, tabs, iso):  # pragma
     return block, vec, a_kind
 
 
+@njit(cache=True)
+def _pointwise_block(X, W, A, B, C, F, lo, hi, p, table, rec):  # pragma: no cover - compiled
+    """The same block and load with the per-point forms of forms.py (the GPU's form)."""
+    d, dt = X.shape[1], X.dtype
+    nb = table.shape[0]
+    box, scale = np.empty((d, 2), dt), np.empty((d, p + 1), dt)
+    element_box_tables(lo, hi, p, box, scale)
+    leg, dleg, phi, grad = K._basis_scratch(d, nb, p, X)
+    ag, bg = np.empty((d, nb), dt), np.empty(nb, dt)
+    block, vec = np.zeros((nb, nb), dt), np.zeros(nb, dt)
+    K.simplex_accumulate(0, X.shape[0], X, W, A, B, C, F, box, scale, rec, p, table, nb, True, leg, dleg, phi, grad,
+                         ag, bg, block, vec)
+    return block, vec
+
+
 def _direct(X, W, A, B, C, F, lo, hi, p):
     """sum_q w (c phi_i phi_j + phi_i b.grad phi_j + grad phi_i . A grad phi_j), sum_q w f phi_i, in NumPy."""
     n, d = X.shape
@@ -84,7 +100,8 @@ def _direct(X, W, A, B, C, F, lo, hi, p):
     return block, phi.T @ (W * F)
 
 
-@pytest.mark.parametrize("d,p", [(1, 3), (2, 0), (2, 1), (2, 2), (2, 3), (3, 1), (3, 2), (3, 3), (3, 4)])
+@pytest.mark.parametrize("d,p", [(1, 0), (1, 3), (2, 0), (2, 1), (2, 2), (2, 3), (3, 0), (3, 1), (3, 2), (3, 3),
+                                 (3, 4)])
 @pytest.mark.parametrize("n_points", [1, MOMENT_PAD + 3, MOMENT_BATCH, 2 * MOMENT_BATCH + 37])
 @pytest.mark.parametrize("diffusion", ["pointwise", "constant", "isotropic", "isotropic, constant b c f"])
 def test_moment_blocks_match_the_direct_sums(d, p, n_points, diffusion):
@@ -113,6 +130,10 @@ def test_moment_blocks_match_the_direct_sums(d, p, n_points, diffusion):
     assert np.abs(ref).max() > 0
     np.testing.assert_allclose(block, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
     np.testing.assert_allclose(vec, ref_vec, rtol=0, atol=1e-12 * np.abs(ref_vec).max())
+    # and the per-point forms (forms.py, what a GPU thread runs) give the same sums
+    point, point_vec = _pointwise_block(X, W, A, B, C, F, lo, hi, p, table, legendre_recurrence(p))
+    np.testing.assert_allclose(point, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+    np.testing.assert_allclose(point_vec, ref_vec, rtol=0, atol=1e-12 * np.abs(ref_vec).max())
 
 
 def test_moment_tables_shapes_and_prefixes():
@@ -133,28 +154,37 @@ def test_moment_tables_shapes_and_prefixes():
 
 
 @pytest.mark.parametrize("problem_name", ["paper-3d", "change-of-type", "advection", "neumann"])
-def test_element_kernel_matches_the_atomic_variant_in_3d_mixed_degrees(problem_name):
+def test_reductions_agree_in_3d_with_mixed_degrees(problem_name):
+    # the element kernel (an element's points at once) and the per-sub-simplex
+    # blocks of the atomic variant share the moment form but not its sums
     mesh = agglomerate(from_spec("cube:4"), 12)
     degree = np.random.default_rng(1).integers(0, 4, size=mesh.n_elements)
     space = DGSpace(mesh, degree)
     problem = builtin_problem(problem_name, 3)
-    moments, direct = assemble(space, problem), assemble(space, problem, approach="atomic")
-    scale = np.abs(direct.matrix).max()
-    assert abs(moments.matrix - direct.matrix).max() <= 1e-13 * scale
-    np.testing.assert_allclose(moments.rhs, direct.rhs, rtol=0, atol=1e-13 * np.abs(direct.rhs).max())
+    rows, atomic = assemble(space, problem), assemble(space, problem, approach="atomic")
+    scale = np.abs(atomic.matrix).max()
+    assert abs(rows.matrix - atomic.matrix).max() <= 1e-13 * scale
+    np.testing.assert_allclose(rows.rhs, atomic.rhs, rtol=0, atol=1e-13 * np.abs(atomic.rhs).max())
 
 
-@pytest.mark.parametrize("d,spec,n_el", [(2, "square:10", 20), (3, "cube:4", 12)])
-def test_moment_form_is_as_accurate_as_the_direct_form_in_single_precision(d, spec, n_el):
+@pytest.mark.parametrize("d,p", [(2, 3), (3, 3)])
+def test_moment_form_is_as_accurate_as_the_pointwise_form_in_single_precision(d, p):
     # the moments sum high-degree Legendre values, then combine them: in float32
-    # that must not lose accuracy against the direct sums (atomic variant)
-    space = DGSpace(agglomerate(from_spec(spec), n_el), 3)
-    problem = builtin_problem(f"paper-{d}d", d)
-    exact = assemble(space, problem, approach="atomic").matrix
-    scale = np.abs(exact).max()
-    errors = {}
-    for approach in ("2", "atomic"):
-        single = assemble(space, problem, approach=approach, precision="single").matrix
-        assert single.dtype == np.float32
-        errors[approach] = abs(single.astype(np.float64) - exact).max() / scale
-    assert 0 < errors["2"] <= 1.5 * errors["atomic"] and errors["2"] < 1e-5, errors
+    # that must not lose accuracy against the per-point sums
+    rng = np.random.default_rng(d + p)
+    lo = rng.uniform(-1, 0, d)
+    hi = lo + rng.uniform(0.3, 2, d)
+    X = lo + (hi - lo) * rng.random((300, d))
+    W, B, C, F = rng.random(300), rng.normal(size=(300, d)), rng.normal(size=300), rng.normal(size=300)
+    A = 0.01 * np.eye(d)[None]
+    ref, ref_vec = _direct(X, W, A, B, C, F, lo, hi, p)
+    table = np.ascontiguousarray(multi_indices(p, d))
+    single = [a.astype(np.float32) for a in (X, W, A, B, C, F, lo, hi)]
+    moment, moment_vec, _ = _moment_block(*single, p, table, legendre_recurrence(2 * p, np.float32),
+                                          moment_tables(p, d, np.float32), True)
+    point, point_vec = _pointwise_block(*single, p, table, legendre_recurrence(p, np.float32))
+    assert moment.dtype == np.float32
+    err = {name: np.abs(b.astype(np.float64) - ref).max() / np.abs(ref).max()
+           for name, b in (("moment", moment), ("pointwise", point))}
+    assert 0 < err["moment"] <= 2 * err["pointwise"] + 1e-7 and err["moment"] < 1e-5, err
+    assert np.abs(moment_vec - ref_vec).max() <= 1e-5 * np.abs(ref_vec).max()

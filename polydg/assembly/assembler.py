@@ -7,10 +7,11 @@ Data flow (DESIGN.md section 5)::
             --for each chunk of elements: quadrature points, coefficients
               (the problem's vectorised callables), compiled kernels--> data, rhs
 
-The kernels (``kernels.py``) integrate with the batched forms of
-``batched.py``: an element's points, a batch at a time, as small dot-product
-contractions; ``forms.py`` holds the same mathematics one point at a time
-(the GPU's form, tested against the batched one).
+The kernels (``kernels.py``) form volume blocks from Legendre moments of the
+coefficients (``moments.py``) and face blocks with the batched forms of
+``batched.py`` (a batch of points at a time, as small dot-product
+contractions); ``forms.py`` holds the same mathematics one point at a time
+(the GPU's form; all three are tested against one another).
 
 Three reductions give the same matrix up to round-off:
 

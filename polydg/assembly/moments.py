@@ -27,9 +27,10 @@ multiply-adds at p = 2 in 3D, and nothing is stored per point and basis
 function.  The tables are applied once per element, a sparse product with
 367 (p = 2) to 2,366 (p = 3) entries in 3D.
 
-This needs the element's points summed together, which is what Approach 2
-does; the per-sub-simplex blocks of the atomic variant and Approach 1 keep
-the direct form of ``batched.py``.
+The element kernel of Approach 2 sums an element's points together; the
+atomic variant and Approach 1 use the same form one sub-simplex at a time
+(the combination then costs more per point: a sub-simplex has 8-35 points
+where an element has 30-960), so the three reductions share one volume form.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ MOMENT_BATCH = 256
 #: a run is padded with zero-weight points to a multiple of this, so that the
 #: compiled point loops (vectorised 4 wide, unrolled 4 times) have no scalar tail
 MOMENT_PAD = 16
+assert MOMENT_BATCH % MOMENT_PAD == 0  # the padding stays inside the work arrays
 
 #: rows of the moment array mu (rows, NC): c, f, the one diffusion row of A = a I or of a
 #: constant A (see :func:`volume_moments_batch`), b_0..b_{d-1}, then A_kl at row B_ROW + d + k d + l
@@ -136,11 +138,16 @@ def _block_terms(p: int, d: int, kinds: tuple[int, ...]) -> tuple[np.ndarray, np
     idx = multi_indices(p, d)
     psi = multi_indices(2 * p, d)
     nb = idx.shape[0]
-    val = np.ones((nb, nb, psi.shape[0]))
-    for k in range(d):
-        val *= C[kinds[k]][idx[:, k][:, None, None], idx[:, k][None, :, None], psi[:, k][None, None, :]]
-    i, j, m = np.nonzero(val)
-    return (i * nb + j).astype(np.int64), m.astype(np.int64), val[i, j, m]
+    ij, ms, vals = [], [], []
+    for i in range(nb):  # one test function at a time: memory nb x moments, not nb^2 x moments
+        val = np.ones((nb, psi.shape[0]))
+        for k in range(d):
+            val *= C[kinds[k]][idx[i, k], idx[:, k][:, None], psi[:, k][None, :]]
+        j, m = np.nonzero(val)
+        ij.append(i * nb + j)
+        ms.append(m)
+        vals.append(val[j, m])
+    return np.concatenate(ij).astype(np.int64), np.concatenate(ms).astype(np.int64), np.concatenate(vals)
 
 
 def _entries(p: int, d: int, nc: int, terms: list[tuple[tuple[int, ...], int]]):
@@ -386,8 +393,8 @@ def block_from_moments(p, nb, counts, mu, mus, a_kind, A, box, scale, table, sta
                        vec):  # pragma: no cover - compiled
     """block[i, j] = S_i S_j sum_e coef[e] mus[src[e]] and vec[i] = S_i mu_f[i] for one element of degree p.
 
-    ``mus`` receives the element's scaled moments: b_k times 2 / h_k, A_kl
-    times (2 / h_k)(2 / h_l) (and, for a constant A, times A_kl; for A = a I
+    ``mus`` receives the element's scaled moments: b_k times 2 / h_k (``box[k, 0]``),
+    A_kl times (2 / h_k)(2 / h_l) (and, for a constant A, times A_kl; for A = a I
     the one accumulated row serves every A_kk).  ``start``, ``ij``, ``src``,
     ``coef`` are the tables, iso or full to match ``a_kind``; ``acc`` holds
     nb^2 sums.
