@@ -188,3 +188,11 @@ def test_moment_form_is_as_accurate_as_the_pointwise_form_in_single_precision(d,
            for name, b in (("moment", moment), ("pointwise", point))}
     assert 0 < err["moment"] <= 2 * err["pointwise"] + 1e-7 and err["moment"] < 1e-5, err
     assert np.abs(moment_vec - ref_vec).max() <= 1e-5 * np.abs(ref_vec).max()
+
+
+def test_volume_kernels_refuse_a_short_recurrence():
+    # a recurrence of degree p (enough for the basis) is too short for the moments (2p)
+    table = np.ascontiguousarray(multi_indices(2, 3))
+    with pytest.raises(ValueError, match="legendre_recurrence"):
+        K._check_moment_arguments(table, legendre_recurrence(2))
+    K._check_moment_arguments(table, legendre_recurrence(4))

@@ -236,6 +236,14 @@ def volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_star
                            full_coef, S, acc, block, vec)
 
 
+def _check_moment_arguments(table: np.ndarray, rec: np.ndarray) -> None:
+    """The moment form reads Legendre values up to degree 2 pmax: a shorter recurrence would read past
+    its end (compiled code checks no bounds)."""
+    pmax = int(table.max()) if table.size else 0
+    if rec.shape[1] < 2 * pmax + 1:
+        raise ValueError(f"the volume kernels need legendre_recurrence(2 * {pmax}), got one of degree {rec.shape[1] - 1}")
+
+
 def _element_rows_kernel(dim: int):
     """:func:`element_rows` compiled for one space dimension.
 
@@ -285,6 +293,7 @@ def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, *args) -> None:
     elements so that its work arrays are allocated once.  ``rec`` must reach
     degree 2 pmax (the moments' Legendre values).
     """
+    _check_moment_arguments(args[9], args[10])
     _ELEMENT_ROWS[X.shape[1]](e_lo, e_hi, element_offsets, s_lo, pts, X, *args)
 
 
@@ -443,6 +452,7 @@ def simplex_blocks(s_lo, s_hi, simplex_element, pts, X, *args) -> None:
 
     The same moment form as :func:`element_rows`, one sub-simplex at a time.
     """
+    _check_moment_arguments(args[9], args[10])
     _SIMPLEX_BLOCKS[X.shape[1]](s_lo, s_hi, simplex_element, pts, X, *args)
 
 
