@@ -13,10 +13,7 @@ from numpy.polynomial import legendre as npleg
 
 from polydg.assembly import kernels as K
 from polydg.assembly.assembler import assemble
-from polydg.assembly.batched import gather_volume_coefficients
-from polydg.assembly.moments import (B_ROW, MOMENT_BATCH, MOMENT_PAD, block_from_moments, legendre_product_coefficients,
-                                     legendre_values_batch, moment_rows, moment_tables, pad_moment_batch,
-                                     volume_moments_batch)
+from polydg.assembly.moments import MOMENT_BATCH, MOMENT_PAD, legendre_product_coefficients, moment_rows, moment_tables
 from polydg.basis import element_box_tables, legendre_recurrence, multi_indices, tabulate_both
 from polydg.mesh import from_spec
 from polydg.partition import agglomerate
@@ -42,34 +39,18 @@ def test_legendre_products_are_short_legendre_series(p):
 
 
 @njit(cache=True)
-def _moment_block(X, W, A, B, C, F, lo, hi, p, table, rec, tabs, iso):  # pragma: no cover - compiled
-    """One element's block and load through the moment kernel, as element_rows runs it (in X's precision)."""
-    psi, counts, iso_start, iso_ij, iso_src, iso_coef, full_start, full_ij, full_src, full_coef = tabs
-    d = X.shape[1]
-    n, dt = MOMENT_BATCH, X.dtype
+def _moment_block(X, W, A, B, C, F, lo, hi, p, table, rec, tabs):  # pragma: no cover - compiled
+    """One element's block and load through the kernels' moment steps, in X's precision."""
+    d, dt = X.shape[1], X.dtype
     nb = table.shape[0]
-    L = np.empty((d, 2 * p + 1, n), dt)
-    xb, w, Ab = np.empty((d, n), dt), np.empty(n, dt), np.empty((d, d, n), dt)
-    Bb, Cb, Fb = np.empty((d, n), dt), np.empty(n, dt), np.empty(n, dt)
-    mu = np.zeros((B_ROW + d + d * d, psi.shape[0]), dt)
-    mus = np.empty_like(mu)
-    block, vec, S, acc = np.empty((nb, nb), dt), np.empty(nb, dt), np.empty(nb, dt), np.empty(nb * nb, dt)
+    L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S, acc = K._moment_scratch(d, nb, p, tabs.psi.shape[0], X)
     box, scale = np.empty((d, 2), dt), np.empty((d, p + 1), dt)
     element_box_tables(lo, hi, p, box, scale)
-    a_kind = 0
-    for r0 in range(0, X.shape[0], n):
-        m = min(n, X.shape[0] - r0)
-        a_kind = gather_volume_coefficients(r0, m, X, W, A, B, C, F, True, xb, w, Ab, Bb, Cb, Fb)
-        m = pad_moment_batch(m, xb, w, Ab, a_kind, Bb, Cb, Fb)
-        legendre_values_batch(xb, m, box, rec, 2 * p, L)
-        av = Ab[0, 0] if a_kind == 0 else w
-        volume_moments_batch(m, L, psi, counts[p], Cb, Fb, Bb, av, Ab, a_kind == 2, mu)
-    if iso:
-        block_from_moments(p, nb, counts[p], mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_ij, iso_src,
-                           iso_coef, S, acc, block, vec)
-    else:
-        block_from_moments(p, nb, counts[p], mu, mus, a_kind, Ab, box, scale, table, full_start, full_ij, full_src,
-                           full_coef, S, acc, block, vec)
+    a_kind = K.volume_moments(0, X.shape[0], X, W, A, B, C, F, True, box, rec, p, tabs.psi, tabs.counts, L, xb, w, Ab,
+                              Bb, Cb, Fb, mu)
+    psi, counts, iso_start, iso_ij, iso_src, iso_coef, full_start, full_ij, full_src, full_coef = tabs
+    K.volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_ij, iso_src, iso_coef,
+                   full_start, full_ij, full_src, full_coef, S, acc, block, vec)
     return block, vec, a_kind
 
 
@@ -121,8 +102,7 @@ def test_moment_blocks_match_the_direct_sums(d, p, n_points, diffusion):
         A, B, C, F = 0.7 * np.eye(d)[None], B[:1].copy(), C[:1].copy(), F[:1].copy()
     table = np.ascontiguousarray(multi_indices(p, d))
     tabs = moment_tables(p, d)
-    block, vec, a_kind = _moment_block(X, W, A, B, C, F, lo, hi, p, table, legendre_recurrence(2 * p), tabs,
-                                       diffusion.startswith("isotropic"))
+    block, vec, a_kind = _moment_block(X, W, A, B, C, F, lo, hi, p, table, legendre_recurrence(2 * p), tabs)
     # one point makes a "pointwise" A one constant row; in 1D every constant A is a multiple of I
     expected = 2 if A.shape[0] > 1 else 0 if (d == 1 or diffusion.startswith("isotropic")) else 1
     assert a_kind == expected
@@ -181,7 +161,7 @@ def test_moment_form_is_as_accurate_as_the_pointwise_form_in_single_precision(d,
     table = np.ascontiguousarray(multi_indices(p, d))
     single = [a.astype(np.float32) for a in (X, W, A, B, C, F, lo, hi)]
     moment, moment_vec, _ = _moment_block(*single, p, table, legendre_recurrence(2 * p, np.float32),
-                                          moment_tables(p, d, np.float32), True)
+                                          moment_tables(p, d, np.float32))
     point, point_vec = _pointwise_block(*single, p, table, legendre_recurrence(p, np.float32))
     assert moment.dtype == np.float32
     err = {name: np.abs(b.astype(np.float64) - ref).max() / np.abs(ref).max()

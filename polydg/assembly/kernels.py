@@ -41,7 +41,7 @@ from ..basis import element_box_tables, eval_basis_point_scaled
 from .batched import (A_ISOTROPIC, A_POINTWISE, BATCH, basis_flux_batch, contract, gather_face_points,
                       gather_volume_coefficients, interior_trial_batch, pad_face_batch)
 from .forms import dirichlet_point, inflow_point, interior_face_point, load_point, neumann_point, normal_flux, volume_point
-from .moments import (B_ROW, MOMENT_BATCH, block_from_moments, legendre_values_batch, pad_moment_batch,
+from .moments import (MOMENT_BATCH, block_from_moments, legendre_values_batch, moment_rows, pad_moment_batch,
                       volume_moments_batch)
 
 DIFFUSIVE, INFLOW = 0, 1
@@ -190,7 +190,7 @@ def _moment_scratch(d, nbmax, pmax, n_moments, like):  # pragma: no cover - comp
     """Work arrays of the moment form (``moments.py``): the Legendre table L, a run's points, weights
     and weighted coefficients, the moments and their scaled copy, the block, load, S and sums."""
     n, dt = MOMENT_BATCH, like.dtype
-    mu = np.empty((B_ROW + d + d * d, n_moments), dt)
+    mu = np.empty((moment_rows(d), n_moments), dt)
     return (np.empty((d, 2 * pmax + 1, n), dt), np.empty((d, n), dt), np.empty(n, dt), np.empty((d, d, n), dt),
             np.empty((d, n), dt), np.empty(n, dt), np.zeros(n, dt), mu, np.empty_like(mu),
             np.empty((nbmax, nbmax), dt), np.empty(nbmax, dt), np.empty(nbmax, dt), np.empty(nbmax * nbmax, dt))

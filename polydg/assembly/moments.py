@@ -60,6 +60,7 @@ assert MOMENT_BATCH % MOMENT_PAD == 0  # the padding stays inside the work array
 C_ROW, F_ROW, AV_ROW, B_ROW = 0, 1, 2, 3
 
 
+@njit(cache=True, inline="always")
 def moment_rows(d: int) -> int:
     """Rows of the moment array: c, f, the diffusion row, b_0..b_{d-1}, A_kl (k, l < d)."""
     return B_ROW + d + d * d
