@@ -43,14 +43,14 @@ def _moment_block(X, W, A, B, C, F, lo, hi, p, table, rec, tabs):  # pragma: no 
     """One element's block and load through the kernels' moment steps, in X's precision."""
     d, dt = X.shape[1], X.dtype
     nb = table.shape[0]
-    L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S, acc = K._moment_scratch(d, nb, p, tabs.psi.shape[0], X)
+    L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S = K._moment_scratch(d, nb, p, tabs.psi.shape[0], X)
     box, scale = np.empty((d, 2), dt), np.empty((d, p + 1), dt)
     element_box_tables(lo, hi, p, box, scale)
     a_kind = K.volume_moments(0, X.shape[0], X, W, A, B, C, F, True, box, rec, p, tabs.psi, tabs.counts, L, xb, w, Ab,
                               Bb, Cb, Fb, mu)
-    psi, counts, iso_start, iso_ij, iso_src, iso_coef, full_start, full_ij, full_src, full_coef = tabs
-    K.volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_ij, iso_src, iso_coef,
-                   full_start, full_ij, full_src, full_coef, S, acc, block, vec)
+    psi, counts, iso_start, iso_rows, iso_src, iso_coef, full_start, full_rows, full_src, full_coef = tabs
+    K.volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src, iso_coef,
+                   full_start, full_rows, full_src, full_coef, S, block, vec)
     return block, vec, a_kind
 
 
@@ -121,11 +121,13 @@ def test_moment_tables_shapes_and_prefixes():
     assert t.psi.shape == (84, 3) and t.psi.dtype == np.int64
     # counts per degree: c (2p), b (2p - 1), A (2p - 2), f (p)
     assert t.counts.tolist() == [[1, 0, 0, 1], [10, 4, 1, 4], [35, 20, 10, 10], [84, 56, 35, 20]]
-    # each degree's entries cover its nb^2 block entries, round-robin; sources stay in the moment array
+    # each degree's entries are grouped by block entry, every one of its nb^2 entries has a term, and the
+    # groups tile the degree's range; sources stay in the moment array
     for p, nb in enumerate([1, 4, 10, 20]):
-        ij = t.iso_ij[t.iso_start[p]:t.iso_start[p + 1]]
-        assert set(ij.tolist()) == set(range(nb * nb))
-        assert (ij[:nb * nb] == np.arange(nb * nb)).all()
+        rows = t.iso_rows[p, :nb * nb + 1]
+        assert rows[0] == t.iso_start[p] and rows[-1] == t.iso_start[p + 1]
+        assert (np.diff(rows) > 0).all()
+        assert (t.iso_rows[p, nb * nb:] == t.iso_start[p + 1]).all()  # nothing past the degree's block
     assert t.iso_src.max() < moment_rows(3) * 84 and t.full_src.max() < moment_rows(3) * 84
     assert t.full_start[-1] > t.iso_start[-1]  # off-diagonal A_kl terms
     with pytest.raises(ValueError):

@@ -35,7 +35,10 @@ Numba's on-disk cache of a kernel is keyed on this file only: after editing
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from ..basis import element_box_tables, eval_basis_point_scaled
 from .batched import (A_ISOTROPIC, A_POINTWISE, BATCH, basis_flux_batch, contract, gather_face_points,
@@ -175,6 +178,33 @@ def _add_block(data, base, width, start, block, nr, nc):  # pragma: no cover - c
             data[pos + j] += block[i, j]
 
 
+@intrinsic
+def _prefetch(typingctx, array, index):
+    """Ask the CPU to start loading ``array.ravel()[index]`` into its caches (a hint: no fault, no wait)."""
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        byte_ptr = ir.IntType(8).as_pointer()
+        hint = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_ptr] + [ir.IntType(32)] * 3), "llvm.prefetch.p0i8")
+        int32 = ir.IntType(32)
+        # read access (0), keep in all cache levels (3), data cache (1)
+        builder.call(hint, [builder.bitcast(builder.gep(data, [args[1]]), byte_ptr), ir.Constant(int32, 0),
+                            ir.Constant(int32, 3), ir.Constant(int32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(array, index), codegen
+
+
+@njit(cache=True, inline="always")
+def _prefetch_block(data, base, width, start, nr, nc):  # pragma: no cover - compiled
+    """Start loading the CSR entries that :func:`_add_block` will update (first and last of each row)."""
+    for i in range(nr):
+        pos = base + i * width + start
+        _prefetch(data, pos)
+        _prefetch(data, pos + nc - 1)
+
+
 @njit(cache=True, inline="always")
 def _add_vec(rhs, first, vec, n):  # pragma: no cover - compiled
     for i in range(n):
@@ -188,12 +218,12 @@ def _add_vec(rhs, first, vec, n):  # pragma: no cover - compiled
 @njit(cache=True, inline="always")
 def _moment_scratch(d, nbmax, pmax, n_moments, like):  # pragma: no cover - compiled
     """Work arrays of the moment form (``moments.py``): the Legendre table L, a run's points, weights
-    and weighted coefficients, the moments and their scaled copy, the block, load, S and sums."""
+    and weighted coefficients, the moments and their scaled copy, the block, load and S."""
     n, dt = MOMENT_BATCH, like.dtype
     mu = np.empty((moment_rows(d), n_moments), dt)
     return (np.empty((d, 2 * pmax + 1, n), dt), np.empty((d, n), dt), np.empty(n, dt), np.empty((d, d, n), dt),
             np.empty((d, n), dt), np.empty(n, dt), np.zeros(n, dt), mu, np.empty_like(mu),
-            np.empty((nbmax, nbmax), dt), np.empty(nbmax, dt), np.empty(nbmax, dt), np.empty(nbmax * nbmax, dt))
+            np.empty((nbmax, nbmax), dt), np.empty(nbmax, dt), np.empty(nbmax, dt))
 
 
 @njit(cache=True, inline="always")
@@ -225,15 +255,15 @@ def volume_moments(r_first, r_last, X, W, A, B, C, F, want_load, box, rec, p, ps
 
 
 @njit(cache=True, inline="always")
-def volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_ij, iso_src, iso_coef,
-                 full_start, full_ij, full_src, full_coef, S, acc, block, vec):  # pragma: no cover - compiled
+def volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src, iso_coef,
+                 full_start, full_rows, full_src, full_coef, S, block, vec):  # pragma: no cover - compiled
     """The block and load from the moments, with the tables that match the diffusion (A = a I or not)."""
     if a_kind == A_ISOTROPIC:
-        block_from_moments(p, nb, counts[p], mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_ij, iso_src,
-                           iso_coef, S, acc, block, vec)
+        block_from_moments(p, nb, counts[p], mu, mus, a_kind, Ab, box, scale, table, iso_rows, iso_src, iso_coef, S,
+                           block, vec)
     else:
-        block_from_moments(p, nb, counts[p], mu, mus, a_kind, Ab, box, scale, table, full_start, full_ij, full_src,
-                           full_coef, S, acc, block, vec)
+        block_from_moments(p, nb, counts[p], mu, mus, a_kind, Ab, box, scale, table, full_rows, full_src,
+                           full_coef, S, block, vec)
 
 
 def _check_moment_arguments(table: np.ndarray, rec: np.ndarray) -> None:
@@ -256,23 +286,24 @@ def _element_rows_kernel(dim: int):
     @njit(parallel=True, cache=True)
     def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
                      row_base, row_width, block_start, diag_entry, dof_offsets, first_row, want_load,
-                     psi, counts, iso_start, iso_ij, iso_src, iso_coef, full_start, full_ij, full_src, full_coef,
+                     psi, counts, iso_start, iso_rows, iso_src, iso_coef, full_start, full_rows, full_src, full_coef,
                      data, rhs):  # pragma: no cover - compiled
         d = dim
         nbmax = table.shape[0]
         pmax = _table_degree(table)
         n_tasks = (e_hi - e_lo + TASK_ELEMENTS - 1) // TASK_ELEMENTS
         for task in prange(n_tasks):
-            L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S, acc = _moment_scratch(d, nbmax, pmax, psi.shape[0],
-                                                                                     data)
+            L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S = _moment_scratch(d, nbmax, pmax, psi.shape[0], data)
             box, scale = _box_scratch(d, pmax, data)
             for e in range(e_lo + task * TASK_ELEMENTS, min(e_hi, e_lo + (task + 1) * TASK_ELEMENTS)):
                 nb, p = nbasis[e], degree[e]
+                # the block's rows are far apart in memory: their loads overlap the moments' work
+                _prefetch_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], nb, nb)
                 element_box_tables(lo[e], hi[e], p, box, scale)
                 a_kind = volume_moments(pts[element_offsets[e] - s_lo], pts[element_offsets[e + 1] - s_lo], X, W, A,
                                         B, C, F, want_load, box, rec, p, psi, counts, L, xb, w, Ab, Bb, Cb, Fb, mu)
-                volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_ij, iso_src,
-                             iso_coef, full_start, full_ij, full_src, full_coef, S, acc, block, vec)
+                volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src,
+                             iso_coef, full_start, full_rows, full_src, full_coef, S, block, vec)
                 _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
                 if want_load:
                     _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
@@ -328,6 +359,7 @@ def _interior_rows_kernel(dim: int):
             boxN, scaleN = _box_scratch(d, pmax, data)
             for e in range(e_lo + task * TASK_ELEMENTS, min(e_hi, e_lo + (task + 1) * TASK_ELEMENTS)):
                 nbK, pK = nbasis[e], degree[e]
+                _prefetch_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], nbK, nbK)
                 bKK[:nbK, :nbK] = 0.0
                 element_box_tables(lo[e], hi[e], pK, boxK, scaleK)
                 for k in range(adj_offsets[e], adj_offsets[e + 1]):
@@ -337,6 +369,7 @@ def _interior_rows_kernel(dim: int):
                     c = adj_col[k]
                     sign = 1.0 if e < c else -1.0
                     nbN, pN = nbasis[c], degree[c]
+                    _prefetch_block(data, row_base[e], row_width[e], block_start[k], nbK, nbN)
                     element_box_tables(lo[c], hi[c], pN, boxN, scaleN)
                     bKN[:nbK, :nbN] = 0.0
                     q = 0
@@ -416,15 +449,14 @@ def _simplex_blocks_kernel(dim: int):
 
     @njit(parallel=True, cache=True)
     def simplex_blocks(s_lo, s_hi, simplex_element, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
-                       want_load, psi, counts, iso_start, iso_ij, iso_src, iso_coef, full_start, full_ij, full_src,
+                       want_load, psi, counts, iso_start, iso_rows, iso_src, iso_coef, full_start, full_rows, full_src,
                        full_coef, vals, vals_offsets, loads, load_offsets):  # pragma: no cover - compiled
         d = dim
         nbmax = table.shape[0]
         pmax = _table_degree(table)
         n_tasks = (s_hi - s_lo + TASK_ELEMENTS - 1) // TASK_ELEMENTS
         for task in prange(n_tasks):
-            L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S, acc = _moment_scratch(d, nbmax, pmax, psi.shape[0],
-                                                                                     vals)
+            L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S = _moment_scratch(d, nbmax, pmax, psi.shape[0], vals)
             box, scale = _box_scratch(d, pmax, vals)
             for s in range(s_lo + task * TASK_ELEMENTS, min(s_hi, s_lo + (task + 1) * TASK_ELEMENTS)):
                 e = simplex_element[s]
@@ -433,8 +465,8 @@ def _simplex_blocks_kernel(dim: int):
                 element_box_tables(lo[e], hi[e], p, box, scale)
                 a_kind = volume_moments(pts[sl], pts[sl + 1], X, W, A, B, C, F, want_load, box, rec, p, psi, counts, L,
                                         xb, w, Ab, Bb, Cb, Fb, mu)
-                volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_ij, iso_src,
-                             iso_coef, full_start, full_ij, full_src, full_coef, S, acc, block, vec)
+                volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src,
+                             iso_coef, full_start, full_rows, full_src, full_coef, S, block, vec)
                 v0 = vals_offsets[sl]
                 for i in range(nb):
                     for j in range(nb):

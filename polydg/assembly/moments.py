@@ -106,19 +106,20 @@ class MomentTables(NamedTuple):
 
     psi: (NC, d) multi-indices of the moments, total degree <= 2 pmax, hierarchical.
     counts: (pmax + 1, 4) per degree p: moments of c (|m| <= 2p), b (2p - 1), A (2p - 2), f (p).
-    iso_*, full_*: the combination tables, degree p's entries at ``*_start[p]:*_start[p + 1]``:
-    block entry ``*_ij`` (i nb + j) gets ``*_coef`` times the scaled moment ``*_src`` (a flat
-    index into rows of length NC, see :data:`C_ROW`); ``iso`` has the diagonal A_kk terms only.
+    iso_*, full_*: the combination tables, degree p's entries at ``*_start[p]:*_start[p + 1]``,
+    grouped by block entry: entries ``*_rows[p, t]:*_rows[p, t + 1]`` make block entry t = i nb + j,
+    each ``*_coef`` times the scaled moment ``*_src`` (a flat index into rows of length NC, see
+    :data:`C_ROW`); ``*_rows`` is (pmax + 1, nbmax^2 + 1).  ``iso`` has the diagonal A_kk terms only.
     """
 
     psi: np.ndarray
     counts: np.ndarray
     iso_start: np.ndarray
-    iso_ij: np.ndarray
+    iso_rows: np.ndarray
     iso_src: np.ndarray
     iso_coef: np.ndarray
     full_start: np.ndarray
-    full_ij: np.ndarray
+    full_rows: np.ndarray
     full_src: np.ndarray
     full_coef: np.ndarray
 
@@ -152,9 +153,8 @@ def _block_terms(p: int, d: int, kinds: tuple[int, ...]) -> tuple[np.ndarray, np
 
 
 def _entries(p: int, d: int, nc: int, terms: list[tuple[tuple[int, ...], int]]):
-    """All terms' entries (ij, src, coef) of a degree-p block, ordered round-robin over the block's
-    entries ij (first term of every ij, then the second, ...), so that consecutive updates of the
-    kernel's sum never wait on one another."""
+    """All terms' entries (ij, src, coef) of a degree-p block, grouped by block entry ij (in term order
+    within each), so that the kernel sums each block entry in a register and writes it once."""
     ij, src, coef = [], [], []
     for kinds, row in terms:
         e, m, c = _block_terms(p, d, kinds)
@@ -163,9 +163,6 @@ def _entries(p: int, d: int, nc: int, terms: list[tuple[tuple[int, ...], int]]):
         coef.append(c)
     ij, src, coef = np.concatenate(ij), np.concatenate(src), np.concatenate(coef)
     order = np.argsort(ij, kind="stable")
-    ij, src, coef = ij[order], src[order], coef[order]
-    first = np.searchsorted(ij, ij)  # each entry's rank within its ij
-    order = np.lexsort((ij, np.arange(len(ij)) - first))
     return ij[order].astype(np.int64), src[order].astype(np.int64), coef[order]
 
 
@@ -200,10 +197,15 @@ def moment_tables(pmax: int, d: int, dtype=np.float64) -> MomentTables:
     iso = mass + advection + [diffusion(k, k) for k in range(d)]
     full = mass + advection + [diffusion(k, l) for k in range(d) for l in range(d)]
     fields = {}
+    nbmax = n_basis(pmax, d)
     for name, terms in (("iso", iso), ("full", full)):
         parts = [_entries(p, d, nc, terms) for p in range(pmax + 1)]
-        fields[f"{name}_start"] = np.cumsum([0] + [len(ij) for ij, _, _ in parts]).astype(np.int64)
-        fields[f"{name}_ij"] = np.concatenate([ij for ij, _, _ in parts])
+        start = np.cumsum([0] + [len(ij) for ij, _, _ in parts]).astype(np.int64)
+        rows = np.empty((pmax + 1, nbmax * nbmax + 1), dtype=np.int64)
+        for p, (ij, _, _) in enumerate(parts):  # entries of block entry t: rows[p, t]:rows[p, t + 1]
+            rows[p] = start[p] + np.searchsorted(ij, np.arange(nbmax * nbmax + 1))
+        fields[f"{name}_start"] = start
+        fields[f"{name}_rows"] = rows
         fields[f"{name}_src"] = np.concatenate([src for _, src, _ in parts])
         fields[f"{name}_coef"] = np.concatenate([c for _, _, c in parts]).astype(dtype)
     tables = MomentTables(psi=psi, counts=counts, **fields)
@@ -268,129 +270,258 @@ def volume_moments_batch(n, L, psi, counts, c, f, b, av, A, a_pointwise, mu):  #
     element), and unused when ``a_pointwise``, where ``A`` (d, d, n) holds
     w A_kl.  ``counts`` are the degree's (c, b, A, f) moment counts: moments
     are hierarchical, so each coefficient needs a prefix of them.  Moments
-    below max(nA, nf) are computed for all rows at once (the extra ones are
-    never read), then c and b, then c alone; each loop runs over the points,
-    with its sums kept in registers.
+    below n1 = max(nA, nf) are computed for all rows at once (the extra ones
+    are never read), then those of c and b up to nb, then those of c alone.
     """
     d = L.shape[0]
     n_c, n_b, n_a, n_f = counts[0], counts[1], counts[2], counts[3]
     n1 = max(n_a, n_f)
     n2 = max(n1, n_b)
-    ar = B_ROW + d
+    if d == 2 or d == 3:
+        _all_row_moments(n, L, psi, 0, n1, c, f, b, av, mu)
+        _c_b_moments(n, L, psi, n1, n2, c, b, mu)
+        _row_moments(n, L, psi, n2, n_c, c, mu, C_ROW)
+        if a_pointwise:
+            for kl in range(d * d):
+                _row_moments(n, L, psi, 0, n_a, A[kl // d, kl % d], mu, B_ROW + d + kl)
+        return
+    # any d: one moment per pass, the product over directions in a loop (used for d = 1)
     zero = L.dtype.type(0)
-    if d == 3:
-        for m in range(n1):
-            m0, m1, m2 = psi[m, 0], psi[m, 1], psi[m, 2]
-            sc = sf = s0 = s1 = s2 = sa = zero
-            for q in range(n):
-                v = L[0, m0, q] * L[1, m1, q] * L[2, m2, q]
-                sc += c[q] * v
-                sf += f[q] * v
-                s0 += b[0, q] * v
-                s1 += b[1, q] * v
-                s2 += b[2, q] * v
-                sa += av[q] * v
-            mu[C_ROW, m] += sc
-            mu[F_ROW, m] += sf
-            mu[B_ROW, m] += s0
-            mu[B_ROW + 1, m] += s1
-            mu[B_ROW + 2, m] += s2
-            mu[AV_ROW, m] += sa
-        for m in range(n1, n2):
-            m0, m1, m2 = psi[m, 0], psi[m, 1], psi[m, 2]
-            sc = s0 = s1 = s2 = zero
-            for q in range(n):
-                v = L[0, m0, q] * L[1, m1, q] * L[2, m2, q]
-                sc += c[q] * v
-                s0 += b[0, q] * v
-                s1 += b[1, q] * v
-                s2 += b[2, q] * v
-            mu[C_ROW, m] += sc
-            mu[B_ROW, m] += s0
-            mu[B_ROW + 1, m] += s1
-            mu[B_ROW + 2, m] += s2
-        for m in range(n2, n_c):
-            m0, m1, m2 = psi[m, 0], psi[m, 1], psi[m, 2]
-            sc = zero
-            for q in range(n):
-                sc += c[q] * (L[0, m0, q] * L[1, m1, q] * L[2, m2, q])
-            mu[C_ROW, m] += sc
-        if a_pointwise:
-            for kl in range(d * d):
-                k, l = kl // d, kl % d
-                for m in range(n_a):
-                    m0, m1, m2 = psi[m, 0], psi[m, 1], psi[m, 2]
-                    s = zero
-                    for q in range(n):
-                        s += A[k, l, q] * (L[0, m0, q] * L[1, m1, q] * L[2, m2, q])
-                    mu[ar + kl, m] += s
-    elif d == 2:
-        for m in range(n1):
-            m0, m1 = psi[m, 0], psi[m, 1]
-            sc = sf = s0 = s1 = sa = zero
-            for q in range(n):
-                v = L[0, m0, q] * L[1, m1, q]
-                sc += c[q] * v
-                sf += f[q] * v
-                s0 += b[0, q] * v
-                s1 += b[1, q] * v
-                sa += av[q] * v
-            mu[C_ROW, m] += sc
-            mu[F_ROW, m] += sf
-            mu[B_ROW, m] += s0
-            mu[B_ROW + 1, m] += s1
-            mu[AV_ROW, m] += sa
-        for m in range(n1, n2):
-            m0, m1 = psi[m, 0], psi[m, 1]
-            sc = s0 = s1 = zero
-            for q in range(n):
-                v = L[0, m0, q] * L[1, m1, q]
-                sc += c[q] * v
-                s0 += b[0, q] * v
-                s1 += b[1, q] * v
-            mu[C_ROW, m] += sc
-            mu[B_ROW, m] += s0
-            mu[B_ROW + 1, m] += s1
-        for m in range(n2, n_c):
-            m0, m1 = psi[m, 0], psi[m, 1]
-            sc = zero
-            for q in range(n):
-                sc += c[q] * (L[0, m0, q] * L[1, m1, q])
-            mu[C_ROW, m] += sc
-        if a_pointwise:
-            for kl in range(d * d):
-                k, l = kl // d, kl % d
-                for m in range(n_a):
-                    m0, m1 = psi[m, 0], psi[m, 1]
-                    s = zero
-                    for q in range(n):
-                        s += A[k, l, q] * (L[0, m0, q] * L[1, m1, q])
-                    mu[ar + kl, m] += s
-    else:  # any d: the same sums, the product over directions in a loop (used for d = 1)
-        for m in range(n_c):
-            sc = sf = sa = zero
-            for q in range(n):
-                v = L[0, psi[m, 0], q]
-                for k in range(1, d):
-                    v *= L[k, psi[m, k], q]
-                sc += c[q] * v
-                if m < n1:
-                    sf += f[q] * v
-                    sa += av[q] * v
-                if m < n2:
-                    for k in range(d):
-                        mu[B_ROW + k, m] += b[k, q] * v
-                if a_pointwise and m < n_a:
-                    for kl in range(d * d):
-                        mu[ar + kl, m] += A[kl // d, kl % d, q] * v
-            mu[C_ROW, m] += sc
+    for m in range(n_c):
+        sc = sf = sa = zero
+        for q in range(n):
+            v = L[0, psi[m, 0], q]
+            for k in range(1, d):
+                v *= L[k, psi[m, k], q]
+            sc += c[q] * v
             if m < n1:
-                mu[F_ROW, m] += sf
-                mu[AV_ROW, m] += sa
+                sf += f[q] * v
+                sa += av[q] * v
+            if m < n2:
+                for k in range(d):
+                    mu[B_ROW + k, m] += b[k, q] * v
+            if a_pointwise and m < n_a:
+                for kl in range(d * d):
+                    mu[B_ROW + d + kl, m] += A[kl // d, kl % d, q] * v
+        mu[C_ROW, m] += sc
+        if m < n1:
+            mu[F_ROW, m] += sf
+            mu[AV_ROW, m] += sa
+
+
+# The three passes below share one design: each pass over a run's points
+# takes several moments (two when all 5-6 rows are summed, three for c and b,
+# four for one row), so that a point's coefficients are loaded once for all
+# of them and the 9-12 independent sums keep both FMA units busy; the one or
+# two moments left over take a pass each.  Measured on one core at p = 2 in
+# 2D: 2.6-3.0 ns per point against 3.6-4.1 for one moment per pass, which was
+# bound by loads and by each pass's set-up and final reduction.  The 2D and
+# 3D loops are written out so that the product psi_m = prod_k L[k, m_k] has
+# no loop of its own.
+
+
+@njit(cache=True, fastmath=_FAST, inline="always")
+def _all_row_moments(n, L, psi, lo, hi, c, f, b, av, mu):  # pragma: no cover - compiled
+    """Moments lo:hi of c, f, b_k and the diffusion row, two per pass."""
+    d = L.shape[0]
+    zero = L.dtype.type(0)
+    m = lo
+    while m < hi:
+        two = m + 1 < hi
+        i, j = m, m + 1 if two else m
+        c0 = f0 = x0 = y0 = z0 = a0 = c1 = f1 = x1 = y1 = z1 = a1 = zero
+        if d == 3:
+            i0, i1, i2, j0, j1, j2 = psi[i, 0], psi[i, 1], psi[i, 2], psi[j, 0], psi[j, 1], psi[j, 2]
+            if two:
+                for q in range(n):
+                    v = L[0, i0, q] * L[1, i1, q] * L[2, i2, q]
+                    u = L[0, j0, q] * L[1, j1, q] * L[2, j2, q]
+                    cq, fq, bx, by, bz, aq = c[q], f[q], b[0, q], b[1, q], b[2, q], av[q]
+                    c0 += cq * v
+                    f0 += fq * v
+                    x0 += bx * v
+                    y0 += by * v
+                    z0 += bz * v
+                    a0 += aq * v
+                    c1 += cq * u
+                    f1 += fq * u
+                    x1 += bx * u
+                    y1 += by * u
+                    z1 += bz * u
+                    a1 += aq * u
+            else:
+                for q in range(n):
+                    v = L[0, i0, q] * L[1, i1, q] * L[2, i2, q]
+                    c0 += c[q] * v
+                    f0 += f[q] * v
+                    x0 += b[0, q] * v
+                    y0 += b[1, q] * v
+                    z0 += b[2, q] * v
+                    a0 += av[q] * v
+        else:
+            i0, i1, j0, j1 = psi[i, 0], psi[i, 1], psi[j, 0], psi[j, 1]
+            if two:
+                for q in range(n):
+                    v = L[0, i0, q] * L[1, i1, q]
+                    u = L[0, j0, q] * L[1, j1, q]
+                    cq, fq, bx, by, aq = c[q], f[q], b[0, q], b[1, q], av[q]
+                    c0 += cq * v
+                    f0 += fq * v
+                    x0 += bx * v
+                    y0 += by * v
+                    a0 += aq * v
+                    c1 += cq * u
+                    f1 += fq * u
+                    x1 += bx * u
+                    y1 += by * u
+                    a1 += aq * u
+            else:
+                for q in range(n):
+                    v = L[0, i0, q] * L[1, i1, q]
+                    c0 += c[q] * v
+                    f0 += f[q] * v
+                    x0 += b[0, q] * v
+                    y0 += b[1, q] * v
+                    a0 += av[q] * v
+        _add_moment(mu, i, d, c0, x0, y0, z0)
+        mu[F_ROW, i] += f0
+        mu[AV_ROW, i] += a0
+        if two:
+            _add_moment(mu, j, d, c1, x1, y1, z1)
+            mu[F_ROW, j] += f1
+            mu[AV_ROW, j] += a1
+        m += 2
+
+
+@njit(cache=True, fastmath=_FAST, inline="always")
+def _c_b_moments(n, L, psi, lo, hi, c, b, mu):  # pragma: no cover - compiled
+    """Moments lo:hi of c and b_k, three per pass (then the one or two left, one per pass)."""
+    d = L.shape[0]
+    zero = L.dtype.type(0)
+    m = lo
+    while m + 3 <= hi:
+        c0 = x0 = y0 = z0 = c1 = x1 = y1 = z1 = c2 = x2 = y2 = z2 = zero
+        if d == 3:
+            i0, i1, i2 = psi[m, 0], psi[m, 1], psi[m, 2]
+            j0, j1, j2 = psi[m + 1, 0], psi[m + 1, 1], psi[m + 1, 2]
+            k0, k1, k2 = psi[m + 2, 0], psi[m + 2, 1], psi[m + 2, 2]
+            for q in range(n):
+                v = L[0, i0, q] * L[1, i1, q] * L[2, i2, q]
+                u = L[0, j0, q] * L[1, j1, q] * L[2, j2, q]
+                t = L[0, k0, q] * L[1, k1, q] * L[2, k2, q]
+                cq, bx, by, bz = c[q], b[0, q], b[1, q], b[2, q]
+                c0 += cq * v
+                x0 += bx * v
+                y0 += by * v
+                z0 += bz * v
+                c1 += cq * u
+                x1 += bx * u
+                y1 += by * u
+                z1 += bz * u
+                c2 += cq * t
+                x2 += bx * t
+                y2 += by * t
+                z2 += bz * t
+        else:
+            i0, i1, j0, j1, k0, k1 = psi[m, 0], psi[m, 1], psi[m + 1, 0], psi[m + 1, 1], psi[m + 2, 0], psi[m + 2, 1]
+            for q in range(n):
+                v = L[0, i0, q] * L[1, i1, q]
+                u = L[0, j0, q] * L[1, j1, q]
+                t = L[0, k0, q] * L[1, k1, q]
+                cq, bx, by = c[q], b[0, q], b[1, q]
+                c0 += cq * v
+                x0 += bx * v
+                y0 += by * v
+                c1 += cq * u
+                x1 += bx * u
+                y1 += by * u
+                c2 += cq * t
+                x2 += bx * t
+                y2 += by * t
+        _add_moment(mu, m, d, c0, x0, y0, z0)
+        _add_moment(mu, m + 1, d, c1, x1, y1, z1)
+        _add_moment(mu, m + 2, d, c2, x2, y2, z2)
+        m += 3
+    while m < hi:
+        c0 = x0 = y0 = z0 = zero
+        if d == 3:
+            i0, i1, i2 = psi[m, 0], psi[m, 1], psi[m, 2]
+            for q in range(n):
+                v = L[0, i0, q] * L[1, i1, q] * L[2, i2, q]
+                c0 += c[q] * v
+                x0 += b[0, q] * v
+                y0 += b[1, q] * v
+                z0 += b[2, q] * v
+        else:
+            i0, i1 = psi[m, 0], psi[m, 1]
+            for q in range(n):
+                v = L[0, i0, q] * L[1, i1, q]
+                c0 += c[q] * v
+                x0 += b[0, q] * v
+                y0 += b[1, q] * v
+        _add_moment(mu, m, d, c0, x0, y0, z0)
+        m += 1
+
+
+@njit(cache=True, fastmath=_FAST, inline="always")
+def _row_moments(n, L, psi, lo, hi, g, mu, row):  # pragma: no cover - compiled
+    """mu[row, lo:hi] += the moments of one weighted row g, four per pass (then one per pass)."""
+    d = L.shape[0]
+    zero = L.dtype.type(0)
+    m = lo
+    while m + 4 <= hi:
+        s0 = s1 = s2 = s3 = zero
+        if d == 3:
+            i0, i1, i2 = psi[m, 0], psi[m, 1], psi[m, 2]
+            j0, j1, j2 = psi[m + 1, 0], psi[m + 1, 1], psi[m + 1, 2]
+            k0, k1, k2 = psi[m + 2, 0], psi[m + 2, 1], psi[m + 2, 2]
+            l0, l1, l2 = psi[m + 3, 0], psi[m + 3, 1], psi[m + 3, 2]
+            for q in range(n):
+                gq = g[q]
+                s0 += gq * (L[0, i0, q] * L[1, i1, q] * L[2, i2, q])
+                s1 += gq * (L[0, j0, q] * L[1, j1, q] * L[2, j2, q])
+                s2 += gq * (L[0, k0, q] * L[1, k1, q] * L[2, k2, q])
+                s3 += gq * (L[0, l0, q] * L[1, l1, q] * L[2, l2, q])
+        else:
+            i0, i1, j0, j1 = psi[m, 0], psi[m, 1], psi[m + 1, 0], psi[m + 1, 1]
+            k0, k1, l0, l1 = psi[m + 2, 0], psi[m + 2, 1], psi[m + 3, 0], psi[m + 3, 1]
+            for q in range(n):
+                gq = g[q]
+                s0 += gq * (L[0, i0, q] * L[1, i1, q])
+                s1 += gq * (L[0, j0, q] * L[1, j1, q])
+                s2 += gq * (L[0, k0, q] * L[1, k1, q])
+                s3 += gq * (L[0, l0, q] * L[1, l1, q])
+        mu[row, m] += s0
+        mu[row, m + 1] += s1
+        mu[row, m + 2] += s2
+        mu[row, m + 3] += s3
+        m += 4
+    while m < hi:
+        s0 = zero
+        if d == 3:
+            i0, i1, i2 = psi[m, 0], psi[m, 1], psi[m, 2]
+            for q in range(n):
+                s0 += g[q] * (L[0, i0, q] * L[1, i1, q] * L[2, i2, q])
+        else:
+            i0, i1 = psi[m, 0], psi[m, 1]
+            for q in range(n):
+                s0 += g[q] * (L[0, i0, q] * L[1, i1, q])
+        mu[row, m] += s0
+        m += 1
 
 
 @njit(cache=True, inline="always")
-def block_from_moments(p, nb, counts, mu, mus, a_kind, A, box, scale, table, start, ij, src, coef, S, acc, block,
+def _add_moment(mu, m, d, c, x, y, z):  # pragma: no cover - compiled
+    """Add moment m of c and of b's components x, y (and z in 3D)."""
+    mu[C_ROW, m] += c
+    mu[B_ROW, m] += x
+    mu[B_ROW + 1, m] += y
+    if d == 3:
+        mu[B_ROW + 2, m] += z
+
+
+@njit(cache=True, inline="always")
+def block_from_moments(p, nb, counts, mu, mus, a_kind, A, box, scale, table, rows, src, coef, S, block,
                        vec):  # pragma: no cover - compiled
     """block[i, j] = S_i S_j sum_e coef[e] mus[src[e]] and vec[i] = S_i mu_f[i] for one element of degree p.
 
@@ -420,16 +551,19 @@ def block_from_moments(p, nb, counts, mu, mus, a_kind, A, box, scale, table, sta
             for m in range(n_a):
                 mus[ar + k * d + l, m] = h * mu[src_row, m]
     flat = mus.ravel()
-    for t in range(nb * nb):
-        acc[t] = 0
-    for e in range(start[p], start[p + 1]):
-        acc[ij[e]] += coef[e] * flat[src[e]]
     for i in range(nb):
         s = scale[0, table[i, 0]]
         for k in range(1, d):
             s *= scale[k, table[i, k]]
         S[i] = s
+    # each block entry's few terms summed in a register (measured 1.2-1.6x faster than scattering
+    # every term into an array of nb^2 sums, the larger gain at p = 3 in 3D)
+    zero = mu.dtype.type(0)
     for i in range(nb):
         for j in range(nb):
-            block[i, j] = S[i] * S[j] * acc[i * nb + j]
+            t = i * nb + j
+            s = zero
+            for e in range(rows[p, t], rows[p, t + 1]):
+                s += coef[e] * flat[src[e]]
+            block[i, j] = S[i] * S[j] * s
         vec[i] = S[i] * mu[F_ROW, i]
