@@ -41,7 +41,6 @@ import time
 import numpy as np
 
 from polydg.assembly import assemble
-from polydg.basis import n_basis
 from polydg.mesh import from_spec
 from polydg.partition import agglomerate
 from polydg.problem import builtin_problem

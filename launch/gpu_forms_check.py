@@ -64,12 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     from polydg.partition.agglomerate import agglomerate
     from polydg.problem import builtin_problem
     from polydg.quadrature import default_degree
-    from polydg.space import DGSpace
 
     simulated = cuda.jit is getattr(getattr(cuda, "simulator", None), "jit", None)
     mesh = agglomerate(from_spec(args.mesh), args.elements)
     D, P = mesh.dim, args.degree
-    space = DGSpace(mesh, P)
     problem = builtin_problem(args.problem, D)
     table = np.ascontiguousarray(multi_indices(P, D), dtype=np.int64)
     NB = len(table)

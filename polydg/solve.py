@@ -352,7 +352,6 @@ def errors(space: Any, problem: Any, solution: np.ndarray, *, penalty_values: np
     are left out when the problem has no ``exact_gradient``.
     """
     mesh = space.mesh
-    d = mesh.dim
     solution = np.asarray(solution, dtype=np.float64).reshape(-1)
     if solution.shape[0] != space.n_dofs:
         raise SolverError(f"solution has {solution.shape[0]} entries, the space has {space.n_dofs} dofs")

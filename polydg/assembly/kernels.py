@@ -418,7 +418,6 @@ def boundary_rows(mode, e_lo, e_hi, boundary_offsets, face_local, pts, X, W, A, 
                   first_row, data, rhs):  # pragma: no cover - compiled
     """Boundary-face terms (``mode`` DIFFUSIVE or INFLOW) of the rows of elements e_lo:e_hi."""
     d = X.shape[1]
-    nbmax = table.shape[0]
     pmax = _table_degree(table)
     for e in prange(e_lo, e_hi):
         f0, f1 = boundary_offsets[e], boundary_offsets[e + 1]
@@ -551,7 +550,6 @@ def boundary_face_blocks(mode, faces, face_elements, face_local, pts, X, W, A, B
                          lo, hi, degree, nbasis, table, rec, vals, vals_offsets, loads, load_offsets):  # pragma: no cover
     """The block and load of every listed boundary face (``mode`` DIFFUSIVE or INFLOW)."""
     d = X.shape[1]
-    nbmax = table.shape[0]
     pmax = _table_degree(table)
     for t in prange(faces.shape[0]):
         f = faces[t]
