@@ -198,10 +198,12 @@ def _prefetch(typingctx, array, index):
 
 @njit(cache=True, inline="always")
 def _prefetch_block(data, base, width, start, nr, nc):  # pragma: no cover - compiled
-    """Start loading the CSR entries that :func:`_add_block` will update (first and last of each row)."""
+    """Start loading the CSR entries that :func:`_add_block` will update: one hint per 64-byte line of
+    each row (every eighth float64 entry, and the last)."""
     for i in range(nr):
         pos = base + i * width + start
-        _prefetch(data, pos)
+        for j in range(0, nc, 8):
+            _prefetch(data, pos + j)
         _prefetch(data, pos + nc - 1)
 
 

@@ -527,9 +527,9 @@ def block_from_moments(p, nb, counts, mu, mus, a_kind, A, box, scale, table, row
 
     ``mus`` receives the element's scaled moments: b_k times 2 / h_k (``box[k, 0]``),
     A_kl times (2 / h_k)(2 / h_l) (and, for a constant A, times A_kl; for A = a I
-    the one accumulated row serves every A_kk).  ``start``, ``ij``, ``src``,
-    ``coef`` are the tables, iso or full to match ``a_kind``; ``acc`` holds
-    nb^2 sums.
+    the one accumulated row serves every A_kk).  ``rows``, ``src``, ``coef``
+    are the tables, iso or full to match ``a_kind``: the terms of block entry
+    t = i nb + j are ``rows[p, t]:rows[p, t + 1]``.
     """
     d = box.shape[0]
     n_c, n_b, n_a = counts[0], counts[1], counts[2]
