@@ -77,21 +77,28 @@ def best_dgemm_rate(n: int = 4096) -> tuple[float, float, str]:
     Each kernel set runs in a child process (OpenBLAS reads OPENBLAS_CORETYPE
     at load time); a set the CPU cannot run fails there and is skipped.
     """
-    own = dgemm_rate(n)
-    best, best_name = own, "numpy default"
-    # the child runs dgemm_rate itself, with NumPy only (importing polydg there would cost a second each)
+    # every rate is measured in a child with NumPy only (importing polydg there would cost a second each)
+    # and with OpenBLAS on every core: the kernels use them all, and a caller's OMP_NUM_THREADS=1 (as in
+    # CI and under mpiexec) would otherwise halve the reference
     code = "\n".join(["import time", "import numpy as np", inspect.getsource(_timed), inspect.getsource(dgemm_rate),
                       f"print(dgemm_rate({n}))"])
-    for name in CORETYPES:
-        env = dict(os.environ, OPENBLAS_CORETYPE=name)
+    cores = str(os.cpu_count() or 1)
+    base = dict(os.environ, OMP_NUM_THREADS=cores, OPENBLAS_NUM_THREADS=cores)
+    base.pop("OPENBLAS_CORETYPE", None)
+    rates = {}
+    for name in (None,) + CORETYPES:
+        env = base if name is None else dict(base, OPENBLAS_CORETYPE=name)
         try:
             out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-            rate = float(out.stdout.strip().splitlines()[-1])
+            rates[name] = float(out.stdout.strip().splitlines()[-1])
         except (subprocess.SubprocessError, ValueError, IndexError):
-            continue
-        if rate > best:
-            best, best_name = rate, f"OPENBLAS_CORETYPE={name}"
-    return own, best, best_name
+            continue  # a kernel set this CPU cannot run
+    if None not in rates:
+        raise RuntimeError("could not measure NumPy's matrix-product rate in a child process")
+    own = rates[None]
+    best_name = max(rates, key=lambda k: (rates[k], k is None))
+    how = "numpy default" if best_name is None else f"OPENBLAS_CORETYPE={best_name}"
+    return own, rates[best_name], how
 
 
 def _timed(f) -> float:
