@@ -75,7 +75,7 @@ def _face_both(X, W, A, B, normal, sigma, boxK, scaleK, pK, nbK, boxN, scaleN, p
     return refKK, refKN, outKK, outKN
 
 
-@pytest.mark.parametrize("d,pK,pN", [(2, 1, 1), (2, 3, 1), (3, 2, 2), (3, 1, 3)])
+@pytest.mark.parametrize("d,pK,pN", [(2, 1, 1), (2, 3, 1), (3, 2, 2), (3, 1, 3), (3, 0, 2)])
 @pytest.mark.parametrize("n_points", [1, 6, BATCH + 1, 2 * BATCH + 3])
 @pytest.mark.parametrize("constant", [False, True])
 def test_interior_face_batches_match_pointwise_form(d, pK, pN, n_points, constant):
