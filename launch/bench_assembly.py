@@ -74,12 +74,12 @@ CORETYPES = ("SKYLAKEX", "COOPERLAKE", "SAPPHIRERAPIDS", "ZEN", "HASWELL")
 def best_dgemm_rate(n: int = 4096) -> tuple[float, float, str]:
     """(NumPy's own rate, the best rate over :data:`CORETYPES`, the kernel set that gave it), GFLOP/s.
 
-    Each kernel set runs in a child process (OpenBLAS reads OPENBLAS_CORETYPE
-    at load time); a set the CPU cannot run fails there and is skipped.
+    Every rate, NumPy's own included, is measured in a child process (OpenBLAS
+    reads OPENBLAS_CORETYPE and its thread count at load time) with NumPy only
+    and OpenBLAS on every core: the kernels use them all, and a caller's
+    OMP_NUM_THREADS=1 (as in CI and under mpiexec) would otherwise halve the
+    reference.  A kernel set the CPU cannot run fails there and is skipped.
     """
-    # every rate is measured in a child with NumPy only (importing polydg there would cost a second each)
-    # and with OpenBLAS on every core: the kernels use them all, and a caller's OMP_NUM_THREADS=1 (as in
-    # CI and under mpiexec) would otherwise halve the reference
     code = "\n".join(["import time", "import numpy as np", inspect.getsource(_timed), inspect.getsource(dgemm_rate),
                       f"print(dgemm_rate({n}))"])
     cores = str(os.cpu_count() or 1)
