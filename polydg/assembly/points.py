@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..quadrature import simplex_rule
+from .workspace import Workspace
 
 
 @dataclass
@@ -56,13 +57,15 @@ def point_counts(dim: int, degrees: np.ndarray) -> np.ndarray:
 
 
 def simplex_points(vertices: np.ndarray, measures: np.ndarray, degrees: np.ndarray,
-                   cells: np.ndarray | None = None) -> PointBatch:
+                   cells: np.ndarray | None = None, workspace: Workspace | None = None) -> PointBatch:
     """Quadrature points of n simplices of dimension k, rule degree per simplex.
 
     ``vertices`` is (n, k+1, d), the corners of each simplex; or, with
     ``cells`` (n, k+1) vertex ids, the mesh's points (m, d), gathered inside
     the compiled loop (no (n, k+1, d) copy).  ``measures`` are the
-    k-dimensional measures of the simplices.
+    k-dimensional measures of the simplices.  With a ``workspace``, the
+    points and weights are views of its buffers "x" and "weight" (valid until
+    they are next taken).
     """
     vertices = np.ascontiguousarray(vertices, dtype=np.float64)
     if cells is None:
@@ -75,8 +78,11 @@ def simplex_points(vertices: np.ndarray, measures: np.ndarray, degrees: np.ndarr
     counts = point_counts(kp1 - 1, degrees)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    x = np.empty((int(offsets[-1]), d))
-    weight = np.empty(int(offsets[-1]))
+    n_points = int(offsets[-1])
+    if workspace is None:
+        x, weight = np.empty((n_points, d)), np.empty(n_points)
+    else:
+        x, weight = workspace.take("x", (n_points, d), np.float64), workspace.take("weight", (n_points,), np.float64)
     measures = np.ascontiguousarray(measures, dtype=np.float64)
     qs = distinct_degrees(degrees)
     for q in qs:  # loop over distinct rule degrees only
