@@ -27,23 +27,41 @@ q in x has degree <= q in each t_k.  So a Gauss-Jacobi rule with weight
 in direction k gives an n^d-point rule of exactness q with positive weights
 and interior points.
 
-Where a fully symmetric rule with positive weights and interior points is
-known and has fewer points, it is used instead (``family="auto"``, the
-default): triangles of degree 2, 4, 5 (Radon), 6, 8, 9 (Dunavant) and
-tetrahedra of degree 2, 5 (14-point, Walkington / Keast), 6 (Keast,
-24-point) and 7 (35-point; found here by a bounded least-squares search
-over the orbit structure S4 + S31 + S22 + 2 S211, which has exactly as many
-unknowns as there are S4-invariant moment conditions).  All orbit
-parameters were refined to 40 digits by Newton's method on the moment
-equations of all monomials up to their degree; tests/test_quadrature.py
-checks every rule to round-off.
+Where a rule with positive weights and interior points is stored and has
+fewer points, it is used instead (``family="auto"``, the default).  Two
+tables are stored:
+
+* fully symmetric rules (orbit form, ``_SYMMETRIC`` below): triangles of
+  degree 2, 4, 5 (Radon), 6, 8, 9 (Dunavant) and tetrahedra of degree 2,
+  5 (14-point, Walkington / Keast), 6 (Keast, 24-point) and 7 (35-point;
+  found by a bounded least-squares search over the orbit structure
+  S4 + S31 + S22 + 2 S211, which has exactly as many unknowns as there are
+  S4-invariant moment conditions).  All orbit parameters were refined to
+  40 digits by Newton's method on the moment equations of all monomials up
+  to their degree.
+* explicit rules without symmetry (``polydg.quadrature_rules.EXPLICIT``):
+  triangles of degree 6, 7, 10, 11 (11, 12, 24, 27 points) and
+  tetrahedra of degree 3, 4, 6, 7, 8, 9 (6, 11, 23, 31, 44, 57 points).  They were found by launch/find_quadrature_rules.py
+  (see its docstring): least squares from random starts on the moment
+  equations in the orthonormal Proriol-Koornwinder-Dubiner basis, the
+  points in collapsed coordinates bounded to the simplex and the weights
+  bounded below by 0, then Gauss-Newton with minimum-norm steps at 50
+  digits to a residual below 1e-40; 20 significant digits are stored.
+  Every weight is positive and every barycentric coordinate >= 1e-6.  The
+  map to a physical simplex is affine, so the missing symmetry costs no
+  exactness; only the (round-off or, for non-polynomial integrands,
+  quadrature) error depends on the order of a simplex's vertices.
+
+These replace the symmetric triangle rule of degree 6 and the tetrahedral
+rules of degree 6 and 7, which stay in the table.  tests/test_quadrature.py
+checks every stored rule to round-off (all monomials up to its degree).
 ``family="conical"`` always gives the conical product.
 
-Point counts with ``family="auto"`` (q = 0..9):
+Point counts with ``family="auto"`` (q = 0..12):
 
-    q            0  1  2  3  4  5  6  7   8   9
-    triangle     1  1  3  4  6  7 12 16  16  19   (conical n^2: 1 1 4 4 9 9 16 16 25 25)
-    tetrahedron  1  1  4  8 14 14 24 35 125 125   (conical n^3: 1 1 8 8 27 27 64 64 125 125)
+    q            0  1  2  3  4  5  6  7   8   9  10  11  12
+    triangle     1  1  3  4  6  7 11 12  16  19  24  27  49   (conical n^2: 1 1 4 4 9 9 16 16 25 25 36 36 49)
+    tetrahedron  1  1  4  6 11 14 23 31  44  57 216 216 343   (conical n^3: 1 1 8 8 27 27 64 64 125 125 216 216 343)
 
 and the conical product beyond.
 """
@@ -58,6 +76,7 @@ import numpy as np
 from scipy.special import roots_jacobi
 
 from .errors import OptionError
+from .quadrature_rules import EXPLICIT
 
 __all__ = [
     "simplex_rule",
@@ -253,6 +272,11 @@ def _symmetric_size(d: int, degree: int) -> int:
     return sum(len(_orbit(kind, params)) for kind, params, _ in _SYMMETRIC[d][degree])
 
 
+def _explicit_rule(d: int, degree: int) -> tuple[np.ndarray, np.ndarray]:
+    bary, w = EXPLICIT[d][degree]
+    return np.array(bary, dtype=np.float64), np.array(w, dtype=np.float64)
+
+
 # --------------------------------------------------------------------------
 # public rules
 
@@ -264,8 +288,9 @@ def simplex_rule(d: int, q: int, family: str = "auto") -> tuple[np.ndarray, np.n
     Returns ``(bary, w)``: barycentric coordinates (nq, d+1) and weights (nq,)
     summing to 1 (module docstring).  d = 0 gives the single point (1.0,)
     with weight 1.  ``family``: "auto" (fewest points among the conical
-    product and the stored symmetric rules of degree >= q; symmetric on
-    ties) or "conical" (always the collapsed Gauss-Jacobi product).
+    product and the stored symmetric and explicit rules of degree >= q;
+    on ties symmetric before explicit before conical, then the lower
+    degree) or "conical" (always the collapsed Gauss-Jacobi product).
     """
     d, q = int(d), int(q)
     if d < 0:
@@ -274,13 +299,16 @@ def simplex_rule(d: int, q: int, family: str = "auto") -> tuple[np.ndarray, np.n
         raise OptionError(f"quadrature degree must be >= 0, got {q}")
     if family not in ("auto", "conical"):
         raise OptionError(f"unknown quadrature family {family!r} (use 'auto' or 'conical')")
-    best = None
-    if family == "auto" and d in _SYMMETRIC:
-        candidates = [g for g in _SYMMETRIC[d] if g >= q]
-        if candidates:
-            best = min(candidates, key=lambda g: (_symmetric_size(d, g), g))
-    if best is not None and _symmetric_size(d, best) <= conical_points_per_direction(q) ** d:
-        bary, w = _symmetric_rule(d, best)
+    # (points, preference on ties, degree, family): symmetric, then explicit, then conical
+    candidates = [(conical_points_per_direction(q) ** d, 2, q, "conical")]
+    if family == "auto":
+        candidates += [(_symmetric_size(d, g), 0, g, "symmetric") for g in _SYMMETRIC.get(d, {}) if g >= q]
+        candidates += [(len(rule[1]), 1, g, "explicit") for g, rule in EXPLICIT.get(d, {}).items() if g >= q]
+    _, _, degree, kind = min(candidates)
+    if kind == "symmetric":
+        bary, w = _symmetric_rule(d, degree)
+    elif kind == "explicit":
+        bary, w = _explicit_rule(d, degree)
     else:
         bary, w = _conical_rule(d, q)
     return _readonly(bary, w)

@@ -16,6 +16,7 @@ from polydg.quadrature import (
     prism_rule,
     simplex_rule,
 )
+from polydg.quadrature_rules import EXPLICIT
 
 QS = range(13)
 FAMILIES = ("auto", "conical")
@@ -101,16 +102,18 @@ def test_conical_rule_size_and_degree(q):
             assert max_rel_error(bary, w, q + 1) > 1e-10
 
 
-# Measured exactness of the rules chosen by family="auto" (q = 0..12). A symmetric
-# rule may exceed q (e.g. the degree-5 tetrahedral rule serves q = 4).
+# Measured exactness of the rules chosen by family="auto" (q = 0..12).  A stored
+# rule of a higher degree may serve q (none does at present for d = 2, 3), and the
+# conical product of an even q (d = 1: the Gauss rule; d = 2, 3 beyond the stored
+# rules) is exact to q + 1.
 AUTO_DEGREE = {
     1: [1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13],
-    2: [1, 1, 2, 3, 4, 5, 6, 8, 8, 9, 11, 11, 13],
-    3: [1, 1, 2, 3, 5, 5, 6, 7, 9, 9, 11, 11, 13],
+    2: [1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13],
+    3: [1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 11, 13],
 }
 AUTO_SIZE = {
-    2: [1, 1, 3, 4, 6, 7, 12, 16, 16, 19, 36, 36, 49],
-    3: [1, 1, 4, 8, 14, 14, 24, 35, 125, 125, 216, 216, 343],
+    2: [1, 1, 3, 4, 6, 7, 11, 12, 16, 19, 24, 27, 49],
+    3: [1, 1, 4, 6, 11, 14, 23, 31, 44, 57, 216, 216, 343],
 }
 
 
@@ -130,6 +133,62 @@ def test_auto_rules_never_larger_than_conical(d):
     assert sizes == AUTO_SIZE[d]
     for q in QS:
         assert sizes[q] <= len(simplex_rule(d, q, "conical")[1])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("q", QS)
+@pytest.mark.parametrize("d", [0, 1, 2, 3])
+def test_simplex_rule_points_strictly_inside(d, q, family):
+    """Every barycentric coordinate of every rule is >= 1e-6 (no point on or next to a face)."""
+    bary, _ = simplex_rule(d, q, family)
+    assert bary.min() >= 1e-6
+
+
+def _explicit_rules():
+    return [(d, g) for d in sorted(EXPLICIT) for g in sorted(EXPLICIT[d])]
+
+
+@pytest.mark.parametrize("d, degree", _explicit_rules())
+def test_explicit_rules(d, degree):
+    """Every stored explicit rule (used or not by "auto"): exact to its degree, positive, inside."""
+    bary_t, w_t = EXPLICIT[d][degree]
+    bary, w = np.array(bary_t, dtype=np.float64), np.array(w_t, dtype=np.float64)
+    assert bary.shape == (len(w), d + 1) and all(len(row) == d + 1 for row in bary_t)
+    assert np.all(w > 0)
+    assert abs(w.sum() - 1.0) <= 1e-14
+    assert bary.min() >= 1e-6
+    np.testing.assert_allclose(bary.sum(axis=1), 1.0, rtol=0, atol=1e-15)
+    for k in range(degree + 1):
+        assert max_rel_error(bary, w, k) <= 1e-13, (d, degree, k)
+    assert max_rel_error(bary, w, degree + 1) > 1e-10  # stored at its true degree
+    # no two points coincide (a merged pair would be a smaller rule)
+    gaps = np.linalg.norm(bary[:, None, :] - bary[None, :, :], axis=2) + np.eye(len(w))
+    assert gaps.min() > 1e-3
+
+
+def _docstring_table() -> dict[int, list[int]]:
+    """The point counts of the module docstring's table ("triangle", "tetrahedron" rows)."""
+    import polydg.quadrature as module
+
+    rows = {}
+    for line in module.__doc__.splitlines():
+        words = line.split()
+        if words and words[0] in ("triangle", "tetrahedron"):
+            counts = []
+            for word in words[1:]:
+                if not word.isdigit():
+                    break
+                counts.append(int(word))
+            rows[2 if words[0] == "triangle" else 3] = counts
+    return rows
+
+
+def test_docstring_point_count_table():
+    table = _docstring_table()
+    assert sorted(table) == [2, 3]
+    for d, counts in table.items():
+        assert len(counts) >= 10  # q = 0..9 at least
+        assert counts == [len(simplex_rule(d, q)[1]) for q in range(len(counts))], d
 
 
 def _barycentric_polynomial_average(linear_forms: np.ndarray) -> float:
