@@ -24,6 +24,8 @@ pointwise forms only by round-off (tested).
 
 from __future__ import annotations
 
+import math
+
 from numba import njit
 
 #: points per batch: large enough for long dot products, small enough that
@@ -41,7 +43,13 @@ _FAST = {"reassoc", "contract", "nsz"}
 
 @njit(cache=True, fastmath=_FAST)
 def contract(T, U, R, nr, nc, block):  # pragma: no cover - compiled
-    """block[i, j] += sum_{r < R} T[i, r] U[j, r] for i < nr, j < nc.
+    """block[i, j] += sum_{r < R} T[i, r] U[j, r] for i < nr, j < nc: :func:`contract_span` from 0."""
+    contract_span(T, U, 0, R, nr, nc, block)
+
+
+@njit(cache=True, fastmath=_FAST)
+def contract_span(T, U, r0, r1, nr, nc, block):  # pragma: no cover - compiled
+    """block[i, j] += sum_{r0 <= r < r1} T[i, r] U[j, r] for i < nr, j < nc.
 
     4 x 4 entries at a time where they fit (every loaded value feeds four
     multiply-adds), the remaining rows and columns 2 x 2 at a time.
@@ -50,20 +58,20 @@ def contract(T, U, R, nr, nc, block):  # pragma: no cover - compiled
     """
     i4 = nr // 4 * 4
     j4 = nc // 4 * 4
-    _contract_quads(T, U, R, i4, j4, block)
-    _contract_pairs(T, U, R, 0, i4, j4, nc, block)
-    _contract_pairs(T, U, R, i4, nr, 0, nc, block)
+    _contract_quads(T, U, r0, r1, i4, j4, block)
+    _contract_pairs(T, U, r0, r1, 0, i4, j4, nc, block)
+    _contract_pairs(T, U, r0, r1, i4, nr, 0, nc, block)
 
 
 @njit(cache=True, fastmath=_FAST, inline="always")
-def _contract_quads(T, U, R, i_end, j_end, block):  # pragma: no cover - compiled
-    """:func:`contract` for i < i_end, j < j_end (multiples of 4), 4 x 4 entries at a time."""
+def _contract_quads(T, U, r0, r1, i_end, j_end, block):  # pragma: no cover - compiled
+    """:func:`contract_span` for i < i_end, j < j_end (multiples of 4), 4 x 4 entries at a time."""
     zero = T.dtype.type(0)
     for i in range(0, i_end, 4):
         for j in range(0, j_end, 4):
             s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = zero
             s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = zero
-            for r in range(R):
+            for r in range(r0, r1):
                 t0, t1, t2, t3 = T[i, r], T[i + 1, r], T[i + 2, r], T[i + 3, r]
                 u0, u1, u2, u3 = U[j, r], U[j + 1, r], U[j + 2, r], U[j + 3, r]
                 s00 += t0 * u0
@@ -101,8 +109,8 @@ def _contract_quads(T, U, R, i_end, j_end, block):  # pragma: no cover - compile
 
 
 @njit(cache=True, fastmath=_FAST, inline="always")
-def _contract_pairs(T, U, R, i0, i1, j0, j1, block):  # pragma: no cover - compiled
-    """:func:`contract` for i0 <= i < i1, j0 <= j < j1, 2 x 2 entries at a time (then the odd row, column)."""
+def _contract_pairs(T, U, r0, r1, i0, i1, j0, j1, block):  # pragma: no cover - compiled
+    """:func:`contract_span` for i0 <= i < i1, j0 <= j < j1, 2 x 2 entries at a time (then the odd row, column)."""
     zero = T.dtype.type(0)
     for i in range(i0, i1 - 1, 2):
         for j in range(j0, j1 - 1, 2):
@@ -110,7 +118,7 @@ def _contract_pairs(T, U, R, i0, i1, j0, j1, block):  # pragma: no cover - compi
             s01 = zero
             s10 = zero
             s11 = zero
-            for r in range(R):
+            for r in range(r0, r1):
                 t0 = T[i, r]
                 t1 = T[i + 1, r]
                 u0 = U[j, r]
@@ -127,7 +135,7 @@ def _contract_pairs(T, U, R, i0, i1, j0, j1, block):  # pragma: no cover - compi
             j = j1 - 1
             s0 = zero
             s1 = zero
-            for r in range(R):
+            for r in range(r0, r1):
                 u = U[j, r]
                 s0 += T[i, r] * u
                 s1 += T[i + 1, r] * u
@@ -137,14 +145,14 @@ def _contract_pairs(T, U, R, i0, i1, j0, j1, block):  # pragma: no cover - compi
         i = i1 - 1
         for j in range(j0, j1):
             s = zero
-            for r in range(R):
+            for r in range(r0, r1):
                 s += T[i, r] * U[j, r]
             block[i, j] += s
 
 
 @njit(cache=True, inline="always")
 def legendre_batch(x, n, box, scale, rec, pmax, L, dL):  # pragma: no cover - compiled
-    """L[k, m, q], dL[k, m, q]: the scaled 1D Legendre factors of the box basis at the points x[:, q].
+    """L[k, m, q], dL[k, m, q]: the scaled 1D Legendre factors of the box basis at the points x[:, q], q < n.
 
     The recurrence of :func:`polydg.basis.eval_basis_point_scaled`, with the
     point index innermost so that every loop runs along contiguous memory,
@@ -405,7 +413,13 @@ def pad_face_batch(n, x, w, An, coef):  # pragma: no cover - compiled
 
 @njit(cache=True, inline="always")
 def basis_flux_batch(x, n, box, scale, rec, pmax, indices, nb, L, dL, An, S):  # pragma: no cover - compiled
-    """S[i, q] = phi_i(x_q) and S[i, n + q] = (A grad phi_i) . n = grad phi_i . (A n)_q  (A symmetric).
+    """S[i, 2q] = phi_i(x_q) and S[i, 2q + 1] = (A grad phi_i) . n = grad phi_i . (A n)_q  (A symmetric), q < n.
+
+    Each point's value and flux sit side by side, so that any run of points
+    q0 <= q < q1 is the contiguous columns [2 q0, 2 q1): one segment of a
+    batch contracts as one range (:func:`contract_span`).  Measured on the
+    3D interior kernel against values and fluxes in two halves (a segment
+    then two short ranges): the same at p = 1, 10% faster at p = 2.
 
     What a face needs of its basis functions, straight from the 1D factors:
     the gradient rows are never stored.  Measured in a compiled loop in 3D
@@ -413,31 +427,91 @@ def basis_flux_batch(x, n, box, scale, rec, pmax, indices, nb, L, dL, An, S):  #
     turning its gradients into fluxes: 1.6x faster at p = 1 (8 points), 2.0x
     at p = 2 (16), 1.7x at p = 3 (24); a whole interface visit 1.1x, 1.3x, 1.4x.
     """
-    d = x.shape[0]
     legendre_batch(x, n, box, scale, rec, pmax, L, dL)
+    values_and_fluxes(L, dL, n, indices, nb, An, S)
+
+
+@njit(cache=True, inline="always")
+def point_box(lo, hi, q0, q1, boxes):  # pragma: no cover - compiled
+    """boxes[k, :, q] = (2 / h_k, -(lo_k + hi_k) / h_k, sqrt(1 / h_k)) for q0 <= q < q1: one element's box,
+    for :func:`basis_flux_boxes`."""
+    one = boxes.dtype.type(1)
+    for k in range(boxes.shape[0]):
+        inv_h = one / (hi[k] - lo[k])
+        a, c, s0 = 2 * inv_h, -(lo[k] + hi[k]) * inv_h, math.sqrt(inv_h)
+        for q in range(q0, q1):
+            boxes[k, 0, q] = a
+            boxes[k, 1, q] = c
+            boxes[k, 2, q] = s0
+
+
+@njit(cache=True, inline="always")
+def legendre_batch_boxes(x, n, boxes, rec, pmax, L, dL):  # pragma: no cover - compiled
+    """:func:`legendre_batch` for points 0 <= q < n each in its own box (``boxes`` from :func:`point_box`).
+
+    The ratios of the scale factors, s_{m+1} / s_m = sqrt((2m + 3) / (2m + 1)),
+    do not depend on the box, so the recurrence's coefficients are per
+    degree and only a, c, s_0 are per point.
+    """
+    d = x.shape[0]
+    zero = x.dtype.type(0)
+    sqrt3 = math.sqrt(x.dtype.type(3))
+    for k in range(d):
+        for q in range(n):
+            L[k, 0, q] = boxes[k, 2, q]
+            dL[k, 0, q] = zero
+        if pmax == 0:
+            continue
+        for q in range(n):
+            a, s1 = boxes[k, 0, q], sqrt3 * boxes[k, 2, q]
+            L[k, 1, q] = s1 * (a * x[k, q] + boxes[k, 1, q])
+            dL[k, 1, q] = s1 * a
+        for m in range(1, pmax):
+            r1 = math.sqrt(x.dtype.type(2 * m + 3) / (2 * m + 1))  # s_{m+1} / s_m
+            r2 = math.sqrt(x.dtype.type(2 * m + 3) / (2 * m - 1))  # s_{m+1} / s_{m-1}
+            f1, f0, g1 = r1 * rec[0, m], r2 * rec[1, m], (2 * m + 1) * r1
+            for q in range(n):
+                a = boxes[k, 0, q]
+                xi = a * x[k, q] + boxes[k, 1, q]
+                L[k, m + 1, q] = f1 * xi * L[k, m, q] - f0 * L[k, m - 1, q]
+                dL[k, m + 1, q] = r2 * dL[k, m - 1, q] + g1 * a * L[k, m, q]
+
+
+@njit(cache=True, inline="always")
+def basis_flux_boxes(x, n, boxes, rec, pmax, indices, nb, L, dL, An, S):  # pragma: no cover - compiled
+    """:func:`basis_flux_batch` for points 0 <= q < n each in its own box: the neighbours of one element
+    across several interfaces, in one pass."""
+    legendre_batch_boxes(x, n, boxes, rec, pmax, L, dL)
+    values_and_fluxes(L, dL, n, indices, nb, An, S)
+
+
+@njit(cache=True, inline="always")
+def values_and_fluxes(L, dL, n, indices, nb, An, S):  # pragma: no cover - compiled
+    """S[i, 2q] = phi_i and S[i, 2q + 1] = grad phi_i . (A n)_q from the 1D factors L, dL, q < n."""
+    d = L.shape[0]
     if d == 3:
         for i in range(nb):
             a0, a1, a2 = indices[i, 0], indices[i, 1], indices[i, 2]
             for q in range(n):
                 l0, l1, l2 = L[0, a0, q], L[1, a1, q], L[2, a2, q]
                 l12 = l1 * l2
-                S[i, q] = l0 * l12
-                S[i, n + q] = (dL[0, a0, q] * l12 * An[0, q]
-                               + l0 * (dL[1, a1, q] * l2 * An[1, q] + l1 * dL[2, a2, q] * An[2, q]))
+                S[i, 2 * q] = l0 * l12
+                S[i, 2 * q + 1] = (dL[0, a0, q] * l12 * An[0, q]
+                                   + l0 * (dL[1, a1, q] * l2 * An[1, q] + l1 * dL[2, a2, q] * An[2, q]))
     elif d == 2:
         for i in range(nb):
             a0, a1 = indices[i, 0], indices[i, 1]
             for q in range(n):
                 l0, l1 = L[0, a0, q], L[1, a1, q]
-                S[i, q] = l0 * l1
-                S[i, n + q] = dL[0, a0, q] * l1 * An[0, q] + l0 * dL[1, a1, q] * An[1, q]
+                S[i, 2 * q] = l0 * l1
+                S[i, 2 * q + 1] = dL[0, a0, q] * l1 * An[0, q] + l0 * dL[1, a1, q] * An[1, q]
     else:
         for i in range(nb):
             for q in range(n):
                 v = L[0, indices[i, 0], q]
                 for k in range(1, d):
                     v *= L[k, indices[i, k], q]
-                S[i, q] = v
+                S[i, 2 * q] = v
                 flux = 0 * v
                 for k in range(d):
                     g = dL[k, indices[i, k], q] * An[k, q]
@@ -445,23 +519,25 @@ def basis_flux_batch(x, n, box, scale, rec, pmax, indices, nb, L, dL, An, S):  #
                         if m != k:
                             g *= L[m, indices[i, m], q]
                     flux += g
-                S[i, n + q] = flux
+                S[i, 2 * q + 1] = flux
 
 
 @njit(cache=True, inline="always")
 def interior_trial_batch(S, n, nb, w, coef, sign, U):  # pragma: no cover - compiled
     """Trial rows of one side of an interior face, for :func:`contract` with the test rows S_K of K.
 
-    With S[j, q] = phi_j, S[j, n + q] = (A grad phi_j).n on the trial side (from :func:`basis_flux_batch`)
+    With S[j, 2q] = phi_j, S[j, 2q + 1] = (A grad phi_j).n on the trial side (from :func:`basis_flux_batch`)
     and c_q = sigma + upwind weight (see
     :func:`polydg.assembly.forms.interior_face_point`):
 
-        sign = +1 (block KK): U[j, q] = w (c phi_j - flux_j / 2),  U[j, n + q] = -w phi_j / 2;
-        sign = -1 (block KN): U[j, q] = w (-c phi_j - flux_j / 2), U[j, n + q] = +w phi_j / 2.
+        sign = +1 (block KK): U[j, 2q] = w (c phi_j - flux_j / 2),  U[j, 2q + 1] = -w phi_j / 2;
+        sign = -1 (block KN): U[j, 2q] = w (-c phi_j - flux_j / 2), U[j, 2q + 1] = +w phi_j / 2,
+
+    for the points q < n.
     """
     half = S.dtype.type(0.5)
     for j in range(nb):
         for q in range(n):
             wq = w[q]
-            U[j, q] = wq * (sign * coef[q] * S[j, q] - half * S[j, n + q])
-            U[j, n + q] = -sign * half * wq * S[j, q]
+            U[j, 2 * q] = wq * (sign * coef[q] * S[j, 2 * q] - half * S[j, 2 * q + 1])
+            U[j, 2 * q + 1] = -sign * half * wq * S[j, 2 * q]
