@@ -16,7 +16,11 @@ DGEMM rate of this machine is measured first (NumPy's own, and the best of
 OpenBLAS's kernel sets, see ``best_dgemm_rate``) and the volume kernel's
 rate is reported against the best, counted as the direct contraction's
 2 nb^2 (d + 1) flops per point (:func:`volume_flops`), and also as the
-operations the moment form actually performs (:func:`moment_flops`).
+operations the moment form actually performs (:func:`moment_flops`).  The
+machine's streaming read rate is measured too (``stream_rate``), and the
+element kernel's reads (:func:`volume_bytes`: 56 bytes per point for
+paper-2d) are reported against it: at p <= 2 in 2D the moments cost less
+than reading the points' data, and that rate, not DGEMM's, is the roof.
 
 Run:  python launch/bench_assembly.py --case all --repeat 3 --json bench.json
       python launch/bench_assembly.py --case all --baseline --scale 0.2 --repeat 3
@@ -38,6 +42,7 @@ import subprocess
 import sys
 import time
 
+import numba
 import numpy as np
 
 from polydg.assembly import assemble
@@ -99,6 +104,47 @@ def best_dgemm_rate(n: int = 4096) -> tuple[float, float, str]:
     best_name = max(rates, key=lambda k: (rates[k], k is None))
     how = "numpy default" if best_name is None else f"OPENBLAS_CORETYPE={best_name}"
     return own, rates[best_name], how
+
+
+def stream_rate(megabytes: int = 512, repeat: int = 3) -> float:
+    """Rate in GB/s at which this process's Numba threads together read four large float64 arrays.
+
+    The element kernel reads each of its points' data once, from five or so
+    arrays side by side (points, weights, coefficient values:
+    :func:`volume_bytes`), so this is its roof when the moments cost less
+    than the reads, as at p <= 2 in 2D.  Several arrays are read at once
+    because that is how the kernel reads, and because on this VM one array
+    alone streams more slowly (9-10 GB/s against 11-15 GB/s for five).  Each
+    thread sums its own contiguous part of every array, best of ``repeat``.
+    """
+    from numba import get_num_threads, njit, prange
+
+    @njit(parallel=True, fastmath=True)
+    def read(a, b, c, d, parts):
+        sums = np.zeros(parts)
+        n = a.shape[0]
+        for t in prange(parts):
+            s = 0.0
+            for i in range(t * n // parts, (t + 1) * n // parts):
+                s += a[i] + b[i] + c[i] + d[i]
+            sums[t] = s
+        return sums.sum()
+
+    arrays = [np.ones(megabytes * 2**20 // 32) for _ in range(4)]
+    parts = get_num_threads()
+    read(*arrays, parts)  # compile, and touch every page once
+    return 4 * arrays[0].nbytes / min(_timed(lambda: read(*arrays, parts)) for _ in range(repeat)) / 1e9
+
+
+def volume_bytes(problem, d: int, n_points: int, itemsize: int = 8) -> float:
+    """Bytes the element kernel reads from memory: per point, its coordinates and weight and each
+    coefficient that varies from point to point (A: d^2 values, b: d, c, f: one each); a constant
+    coefficient is one row, read once."""
+    per_point = d + 1
+    for name, size in (("diffusion", d * d), ("advection", d), ("reaction", 1), ("source", 1)):
+        if getattr(problem, name) is not None and not problem.is_constant(name):
+            per_point += size
+    return float(itemsize * per_point * n_points)
 
 
 def _timed(f) -> float:
@@ -164,6 +210,8 @@ def run_case(spec, n_el, p, approaches, repeat, problem_name, cache):
     nq = point_counts(d, default_degree(np.full(mesh.n_simplices, p), 0))
     out["volume_flops"] = volume_flops(space, nq)
     out["moment_flops"] = moment_flops(space, nq)
+    out["volume_points"] = int(nq.sum())
+    out["volume_bytes"] = volume_bytes(problem, d, int(nq.sum()))
     # one untimed assembly first: it loads the compiled kernels and touches
     # the process's peak memory once (on this VM the first write to memory
     # the process has never used costs up to ~1 ms per MB, which would
@@ -181,7 +229,7 @@ def run_case(spec, n_el, p, approaches, repeat, problem_name, cache):
     return out
 
 
-def print_table(res: dict, rate: float) -> None:
+def print_table(res: dict, rate: float, stream: float) -> None:
     dofs = res["dofs"]
     print(f"\n{res['mesh']} -> {res['elements']} elements, {res['sub_elements']} sub-simplices, "
           f"p = {res['p']}, {dofs} dofs, nnz {res['nnz']}")
@@ -200,6 +248,11 @@ def print_table(res: dict, rate: float) -> None:
           f"({rate:.1f} GFLOP/s); the moment form's own operations: {actual:.1f} GFLOP/s "
           f"({res['moment_flops'] / res['volume_flops']:.2f} of the contraction's); "
           f"indices = {100 * t2['indices'] / t2['total_assembly']:.1f}% of total")
+    read = res["volume_bytes"] / max(t2["element_kernel"], 1e-12) / 1e9
+    print(f"element kernel reads {res['volume_bytes'] / 1e6:.0f} MB "
+          f"({res['volume_bytes'] / res['volume_points']:.0f} B per point): {read:.1f} GB/s = "
+          f"{100 * read / stream:.0f}% of the streaming read rate ({stream:.1f} GB/s), at which the reads alone "
+          f"take {res['volume_bytes'] / stream / 1e9:.4f} s")
     if "1" in res["approaches"]:
         print(f"Approach 1 / Approach 2 total: {res['approaches']['1']['total_assembly'] / t2['total_assembly']:.1f}x")
 
@@ -213,10 +266,13 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="shrink the element counts (quick runs)")
     ap.add_argument("--json", help="write all figures to this file")
     ap.add_argument("--dgemm-size", type=int, default=4096, help="matrix size of the DGEMM reference")
+    ap.add_argument("--stream-size", type=int, default=512, help="MB read for the streaming read rate")
     args = ap.parse_args()
     own, rate, how = best_dgemm_rate(args.dgemm_size)
     print(f"machine: {os.cpu_count()} cores; DGEMM (float64, n = {args.dgemm_size}): NumPy's own {own:.1f} GFLOP/s, "
           f"best {rate:.1f} GFLOP/s ({how}); the volume kernel is compared with the best")
+    stream = stream_rate(args.stream_size)
+    print(f"streaming read rate ({numba.get_num_threads()} threads, {args.stream_size} MB): {stream:.1f} GB/s")
     approaches = ["2", "atomic", "1"] if args.baseline else ["2"]
     results = []
     cases = ["3d", "2d"] if args.case == "all" else [args.case]
@@ -231,12 +287,12 @@ def main() -> None:
                 spec = f"{name}:{max(2, int(int(n) * args.scale ** (1 / (3 if case == '3d' else 2))))}"
                 n_el = max(2, int(n_el * args.scale))
             res = run_case(spec, n_el, p, approaches, args.repeat, problem, cache)
-            print_table(res, rate)
+            print_table(res, rate, stream)
             results.append(res)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"dgemm_gflops": rate, "dgemm_numpy_gflops": own, "dgemm_kernels": how, "results": results},
-                      fh, indent=1)
+            json.dump({"dgemm_gflops": rate, "dgemm_numpy_gflops": own, "dgemm_kernels": how, "stream_gbps": stream,
+                       "results": results}, fh, indent=1)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ BENCH = Path(__file__).resolve().parents[1] / "launch" / "bench_assembly.py"
 def test_bench_assembly_tiny_run_with_baseline(tmp_path):
     out = tmp_path / "bench.json"
     run = subprocess.run([sys.executable, str(BENCH), "--case", "2d", "--degrees", "1", "--scale", "0.0005",
-                          "--baseline", "--dgemm-size", "256", "--json", str(out)],
+                          "--baseline", "--dgemm-size", "256", "--stream-size", "16", "--json", str(out)],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     assert "best" in run.stdout and "% of DGEMM" in run.stdout and "Approach 1 / Approach 2 total" in run.stdout
@@ -22,6 +22,9 @@ def test_bench_assembly_tiny_run_with_baseline(tmp_path):
     assert case["p"] == 1 and case["dofs"] == 3 * case["elements"]
     # the moment form does fewer operations than the contraction its rate is quoted against
     assert "contraction-equivalent" in run.stdout and 0 < case["moment_flops"] < case["volume_flops"]
+    # the element kernel's reads: paper-2d has a constant A and varying b, c, f, so x, w, b, c, f per point
+    assert report["stream_gbps"] > 0 and "of the streaming read rate" in run.stdout
+    assert case["volume_points"] > 0 and case["volume_bytes"] == 8 * (2 + 1 + 2 + 1 + 1) * case["volume_points"]
     assert set(case["approaches"]) == {"2", "atomic", "1"}
     for timings in case["approaches"].values():
         assert timings["total_assembly"] > 0 and timings["indices"] >= 0
