@@ -28,3 +28,19 @@ def test_bench_assembly_tiny_run_with_baseline(tmp_path):
     assert set(case["approaches"]) == {"2", "atomic", "1"}
     for timings in case["approaches"].values():
         assert timings["total_assembly"] > 0 and timings["indices"] >= 0
+
+
+PROFILE = BENCH.parent / "profile_element_kernel.py"
+
+
+def test_profile_element_kernel_stages_reproduce_the_kernel():
+    # the script checks that its staged copy of element_rows gives the kernel's values bit for bit, and fails if not
+    run = subprocess.run([sys.executable, str(PROFILE), "--scale", "0.01", "--cached-elements", "10", "--repeat", "1"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert "reproduces element_rows bit for bit" in run.stdout
+    rows = {line[:28].strip(): line[28:].split() for line in run.stdout.splitlines()[2:]}
+    assert set(rows) == {"gather", "pad + Legendre values", "moments", "block from moments", "write block and load",
+                         "all"}
+    assert float(rows["all"][0]) > 0 and float(rows["all"][1]) > 0
+
