@@ -202,8 +202,9 @@ def _weighted_copy(r0, n, w, G, constant, out):  # pragma: no cover - compiled
         for q in range(n):
             out[q] = w[q] * g
     else:
+        Gv = G[r0:r0 + n]  # indexed by q alone: see gather_volume_coefficients
         for q in range(n):
-            out[q] = w[q] * G[r0 + q]
+            out[q] = w[q] * Gv[q]
 
 
 @njit(cache=True, inline="always")
@@ -231,59 +232,65 @@ def gather_volume_coefficients(r0, n, X, W, A, B, C, F, want_load, x, w, Ab, Bb,
     # memory, with the choice between a constant and a pointwise coefficient
     # made outside it.  Measured on 1.26M points from memory: 2.1x (2D) and
     # 1.5x (3D) faster than one loop per component with the choice inside.
+    # The fused loops index views of the batch's rows by the loop counter:
+    # Numba wraps a negative index, and the select that X[r0 + q] costs in
+    # the address kept LLVM from vectorising the loop (measured, 2D, 200k
+    # points: 4.0 -> 2.3 ns per point).
     fused = not one_b and not one_c and want_load and not one_f
     if d == 3 and fused:
+        Xv, Wv, Bv, Cv, Fv = X[r0:r0 + n], W[r0:r0 + n], B[r0:r0 + n], C[r0:r0 + n], F[r0:r0 + n]
         for q in range(n):
-            r = r0 + q
-            wq = W[r]
+            wq = Wv[q]
             w[q] = wq
-            x[0, q] = X[r, 0]
-            x[1, q] = X[r, 1]
-            x[2, q] = X[r, 2]
-            Bb[0, q] = wq * B[r, 0]
-            Bb[1, q] = wq * B[r, 1]
-            Bb[2, q] = wq * B[r, 2]
-            Cb[q] = wq * C[r]
-            Fb[q] = wq * F[r]
+            x[0, q] = Xv[q, 0]
+            x[1, q] = Xv[q, 1]
+            x[2, q] = Xv[q, 2]
+            Bb[0, q] = wq * Bv[q, 0]
+            Bb[1, q] = wq * Bv[q, 1]
+            Bb[2, q] = wq * Bv[q, 2]
+            Cb[q] = wq * Cv[q]
+            Fb[q] = wq * Fv[q]
     elif d == 2 and fused:
+        Xv, Wv, Bv, Cv, Fv = X[r0:r0 + n], W[r0:r0 + n], B[r0:r0 + n], C[r0:r0 + n], F[r0:r0 + n]
         for q in range(n):
-            r = r0 + q
-            wq = W[r]
+            wq = Wv[q]
             w[q] = wq
-            x[0, q] = X[r, 0]
-            x[1, q] = X[r, 1]
-            Bb[0, q] = wq * B[r, 0]
-            Bb[1, q] = wq * B[r, 1]
-            Cb[q] = wq * C[r]
-            Fb[q] = wq * F[r]
+            x[0, q] = Xv[q, 0]
+            x[1, q] = Xv[q, 1]
+            Bb[0, q] = wq * Bv[q, 0]
+            Bb[1, q] = wq * Bv[q, 1]
+            Cb[q] = wq * Cv[q]
+            Fb[q] = wq * Fv[q]
     elif d == 3:
+        Xv, Wv = X[r0:r0 + n], W[r0:r0 + n]
         for q in range(n):
-            r = r0 + q
-            w[q] = W[r]
-            x[0, q] = X[r, 0]
-            x[1, q] = X[r, 1]
-            x[2, q] = X[r, 2]
+            w[q] = Wv[q]
+            x[0, q] = Xv[q, 0]
+            x[1, q] = Xv[q, 1]
+            x[2, q] = Xv[q, 2]
     elif d == 2:
+        Xv, Wv = X[r0:r0 + n], W[r0:r0 + n]
         for q in range(n):
-            r = r0 + q
-            w[q] = W[r]
-            x[0, q] = X[r, 0]
-            x[1, q] = X[r, 1]
+            w[q] = Wv[q]
+            x[0, q] = Xv[q, 0]
+            x[1, q] = Xv[q, 1]
     else:
+        Xv, Wv = X[r0:r0 + n], W[r0:r0 + n]
         for q in range(n):
-            w[q] = W[r0 + q]
+            w[q] = Wv[q]
         for k in range(d):
             for q in range(n):
-                x[k, q] = X[r0 + q, k]
+                x[k, q] = Xv[q, k]
     if a_kind == A_ISOTROPIC:
         a = A[0, 0, 0]
         for q in range(n):
             Ab[0, 0, q] = a * w[q]
     elif a_kind == A_POINTWISE:
+        Av = A[r0:r0 + n]
         for q in range(n):
             for k in range(d):
                 for m in range(d):
-                    Ab[k, m, q] = w[q] * A[r0 + q, k, m]
+                    Ab[k, m, q] = w[q] * Av[q, k, m]
     if fused and d >= 2:
         return a_kind
     if one_b:
@@ -292,20 +299,23 @@ def gather_volume_coefficients(r0, n, X, W, A, B, C, F, want_load, x, w, Ab, Bb,
             for q in range(n):
                 Bb[k, q] = w[q] * bk
     elif d == 3:
+        Bv = B[r0:r0 + n]
         for q in range(n):
-            r, wq = r0 + q, w[q]
-            Bb[0, q] = wq * B[r, 0]
-            Bb[1, q] = wq * B[r, 1]
-            Bb[2, q] = wq * B[r, 2]
+            wq = w[q]
+            Bb[0, q] = wq * Bv[q, 0]
+            Bb[1, q] = wq * Bv[q, 1]
+            Bb[2, q] = wq * Bv[q, 2]
     elif d == 2:
+        Bv = B[r0:r0 + n]
         for q in range(n):
-            r, wq = r0 + q, w[q]
-            Bb[0, q] = wq * B[r, 0]
-            Bb[1, q] = wq * B[r, 1]
+            wq = w[q]
+            Bb[0, q] = wq * Bv[q, 0]
+            Bb[1, q] = wq * Bv[q, 1]
     else:
+        Bv = B[r0:r0 + n]
         for k in range(d):
             for q in range(n):
-                Bb[k, q] = w[q] * B[r0 + q, k]
+                Bb[k, q] = w[q] * Bv[q, k]
     _weighted_copy(r0, n, w, C, one_c, Cb)
     if want_load:
         _weighted_copy(r0, n, w, F, one_f, Fb)
