@@ -42,8 +42,8 @@ import subprocess
 import sys
 import time
 
-import numba
 import numpy as np
+from numba import get_num_threads, njit, prange
 
 from polydg.assembly import assemble
 from polydg.mesh import from_spec
@@ -114,11 +114,9 @@ def stream_rate(megabytes: int = 512, repeat: int = 3) -> float:
     :func:`volume_bytes`), so this is its roof when the moments cost less
     than the reads, as at p <= 2 in 2D.  Several arrays are read at once
     because that is how the kernel reads, and because on this VM one array
-    alone streams more slowly (9-10 GB/s against 11-15 GB/s for five).  Each
+    alone streams more slowly (9-10 GB/s against 11-15 GB/s for four or five).  Each
     thread sums its own contiguous part of every array, best of ``repeat``.
     """
-    from numba import get_num_threads, njit, prange
-
     @njit(parallel=True, fastmath=True)
     def read(a, b, c, d, parts):
         sums = np.zeros(parts)
@@ -272,7 +270,7 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} cores; DGEMM (float64, n = {args.dgemm_size}): NumPy's own {own:.1f} GFLOP/s, "
           f"best {rate:.1f} GFLOP/s ({how}); the volume kernel is compared with the best")
     stream = stream_rate(args.stream_size)
-    print(f"streaming read rate ({numba.get_num_threads()} threads, {args.stream_size} MB): {stream:.1f} GB/s")
+    print(f"streaming read rate ({get_num_threads()} threads, {args.stream_size} MB): {stream:.1f} GB/s")
     approaches = ["2", "atomic", "1"] if args.baseline else ["2"]
     results = []
     cases = ["3d", "2d"] if args.case == "all" else [args.case]
