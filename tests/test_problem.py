@@ -313,7 +313,6 @@ def test_sincospi_is_sin_and_cos_of_pi_x_to_round_off():
 
     from polydg.problem import _sincospi
 
-    @njit
     def both(x):
         s, c = np.empty_like(x), np.empty_like(x)
         for i in range(x.size):
@@ -323,14 +322,16 @@ def test_sincospi_is_sin_and_cos_of_pi_x_to_round_off():
     rng = np.random.default_rng(3)
     # every quarter turn, both signs, the reduction's break points and far from 0
     x = np.concatenate([rng.uniform(-3, 3, 4000), np.arange(-12, 13) / 4, np.arange(-12, 13) / 4 + 1e-12, [1e3 + 0.3]])
-    s, c = both(x)
     xl = x.astype(np.longdouble) * np.longdouble("3.14159265358979323846264338327950288")
-    # within two units in the last place of the true values: pi x is never rounded
-    # (NumPy's sin(pi * x) is off by up to 1.3e-15 here for that reason)
-    assert np.abs(s - np.sin(xl)).max() < 4e-16
-    assert np.abs(c - np.cos(xl)).max() < 4e-16
-    whole = (np.arange(-12, 13) % 4 == 0)  # x = -3, -2, ..., 3: sin(pi x) is exactly 0
-    assert not s[4000:4025][whole].any()
+    # plain, and with fused multiply-adds as _paper_source compiles it
+    for compiled in (njit(both), njit(fastmath={"contract"})(both)):
+        s, c = compiled(x)
+        # within two units in the last place of the true values: pi x is never rounded
+        # (NumPy's sin(pi * x) is off by up to 1.3e-15 here for that reason)
+        assert np.abs(s - np.sin(xl)).max() < 4e-16
+        assert np.abs(c - np.cos(xl)).max() < 4e-16
+        whole = (np.arange(-12, 13) % 4 == 0)  # x = -3, -2, ..., 3: sin(pi x) is exactly 0
+        assert not s[4000:4025][whole].any()
 
 
 @pytest.mark.parametrize("d", [2, 3])
@@ -344,3 +345,16 @@ def test_paper_source_in_blocks_matches_the_numpy_formula(d):
     f = 0.01 * d * np.pi**2 * u + np.sum((1 + x) * grad, axis=1) + (3 + np.prod(x, axis=1)) * u
     np.testing.assert_allclose(problem.source_at(x), f, rtol=0, atol=1e-13)
     np.testing.assert_allclose(problem.reaction_at(x), 3 + np.prod(x, axis=1), rtol=1e-15)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4])
+def test_paper_source_kernel_matches_the_formula_in_any_dimension(d):
+    # 2D and 3D have their own product loops; any other d takes the general one
+    from polydg.problem import _paper_source
+
+    x = np.random.default_rng(10 + d).uniform(-0.5, 1.5, (700, d))
+    s, c = np.sin(np.pi * x), np.cos(np.pi * x)
+    u = np.prod(s, axis=1)
+    grad = np.pi * c * np.stack([np.prod(np.delete(s, k, axis=1), axis=1) for k in range(d)], axis=1)
+    f = 0.02 * d * np.pi**2 * u + np.sum((1 + x) * grad, axis=1) + (3 + np.prod(x, axis=1)) * u
+    np.testing.assert_allclose(_paper_source(x, 0.02), f, rtol=0, atol=1e-13)
