@@ -46,6 +46,7 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from polydg.assembly import assemble
+from polydg.backend import quiet_openmp_workers
 from polydg.mesh import from_spec
 from polydg.partition import agglomerate
 from polydg.problem import builtin_problem
@@ -256,6 +257,7 @@ def print_table(res: dict, rate: float, stream: float) -> None:
 
 
 def main() -> None:
+    quiet_openmp_workers()  # as python -m polydg.assemble does, before the first parallel kernel
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--case", choices=["3d", "2d", "all"], default="all")
     ap.add_argument("--degrees", type=int, nargs="*", default=[1, 2, 3])

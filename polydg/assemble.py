@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .backend import quiet_openmp_workers
 from .errors import OptionError, PolyDGError
 
 DEFAULT_MESH = "square:64"
@@ -217,6 +218,7 @@ def _write_output(directory: Path, space, result, x, summary) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    quiet_openmp_workers()  # before the first parallel kernel (see its docstring)
     debug = "--debug" in argv
     try:
         if any(a in ("-h", "--help") for a in argv):

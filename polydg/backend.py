@@ -7,6 +7,8 @@ the command line can say clearly what is missing.
 from __future__ import annotations
 
 import importlib.util
+import os
+from collections.abc import MutableMapping
 
 import numpy as np
 
@@ -49,3 +51,28 @@ def resolve_backend(name: str) -> str:
 def array_module(name: str = "numpy"):
     """The array module of a resolved backend."""
     return np
+
+
+def quiet_openmp_workers(environ: MutableMapping[str, str] = os.environ) -> bool:
+    """Let idle OpenMP worker threads sleep instead of spin: ``OMP_WAIT_POLICY=PASSIVE``, unless set.
+
+    Numba runs the parallel kernels on its OpenMP threading layer (libgomp),
+    whose workers keep spinning after each kernel by default.  The assembler
+    evaluates coefficients between kernels on threads of its own, which then
+    share the cores with the spinners: at 2D p = 1 (2M points, 2 cores) the
+    coefficients took 21-27 ms after a kernel against 15-18 ms with passive
+    workers, and the kernels were unchanged.  libgomp reads the variable
+    once, when Numba first loads it, so this must run before the first
+    parallel kernel; ``python -m polydg.assemble`` calls it at start.  A
+    value the user set is kept.  Returns whether it set the variable.
+
+    >>> env = {}
+    >>> quiet_openmp_workers(env), env
+    (True, {'OMP_WAIT_POLICY': 'PASSIVE'})
+    >>> quiet_openmp_workers({"OMP_WAIT_POLICY": "ACTIVE"})
+    False
+    """
+    if "OMP_WAIT_POLICY" in environ:
+        return False
+    environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    return True

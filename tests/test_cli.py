@@ -32,6 +32,19 @@ def test_default_run_prints_the_table():
     assert l2 < 1e-3
 
 
+@pytest.mark.parametrize("user", [None, "ACTIVE"])
+def test_command_line_lets_idle_openmp_workers_sleep_unless_told_otherwise(monkeypatch, capsys, user):
+    from polydg.assemble import main
+
+    if user is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", user)
+    assert main(["--help"]) == 0
+    assert os.environ["OMP_WAIT_POLICY"] == (user or "PASSIVE")
+    assert "--repeat" in capsys.readouterr().out
+
+
 def test_quiet_prints_nothing():
     r = cli("--quiet", "--mesh", "square:4")
     assert r.returncode == 0 and r.stdout == "" and r.stderr == ""
