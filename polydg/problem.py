@@ -465,6 +465,8 @@ def _paper_source(x, eps):  # pragma: no cover - compiled
     13.9 -> 8.9 in 3D, one core, with the same error bound.
     """
     n, d = x.shape
+    if d != 2 and d != 3:  # paper_problem exists in 2D and 3D only
+        raise ValueError("the paper source is written out for d = 2 and 3")
     flat = x.ravel()
     out = np.empty(n)
     block = 512  # points per pass: the sines and cosines stay in L1, and no (n, d) temporaries
@@ -486,7 +488,7 @@ def _paper_source(x, eps):  # pragma: no cover - compiled
                 x0, x1, s0, s1 = X[2 * i], X[2 * i + 1], S[2 * i], S[2 * i + 1]
                 g = (1.0 + x0) * C[2 * i] * s1 + (1.0 + x1) * C[2 * i + 1] * s0
                 o[i] = (k0 + x0 * x1) * (s0 * s1) + math.pi * g
-        elif d == 3:
+        else:
             for i in range(m):
                 x0, x1, x2 = X[3 * i], X[3 * i + 1], X[3 * i + 2]
                 s0, s1, s2 = S[3 * i], S[3 * i + 1], S[3 * i + 2]
@@ -494,15 +496,6 @@ def _paper_source(x, eps):  # pragma: no cover - compiled
                 g = (1.0 + x0) * C[3 * i] * s1 + (1.0 + x1) * C[3 * i + 1] * s0
                 g = g * s2 + (1.0 + x2) * C[3 * i + 2] * u
                 o[i] = (k0 + x0 * x1 * x2) * (u * s2) + math.pi * g
-        else:
-            for i in range(m):
-                u, px, g = 1.0, 1.0, 0.0
-                for k in range(d):
-                    xk, sk = X[i * d + k], S[i * d + k]
-                    g = g * sk + (1.0 + xk) * C[i * d + k] * u
-                    u *= sk
-                    px *= xk
-                o[i] = (k0 + px) * u + math.pi * g
     return out
 
 
