@@ -273,6 +273,58 @@ def test_chunks_reuse_their_work_arrays_and_stay_bitwise_identical(monkeypatch):
     assert np.array_equal(whole.rhs, chunked.rhs)
 
 
+@pytest.mark.parametrize("approach", ["2", "atomic", "1"])
+def test_repeated_assemblies_reuse_one_workspace_and_return_arrays_of_their_own(monkeypatch, approach):
+    """A Workspace passed to assemble keeps its buffers from call to call (none made twice), and
+    the results are bitwise those of an assembly with a workspace of its own."""
+    from polydg.assembly import Workspace, assembler
+
+    monkeypatch.setattr(assembler, "COEFFICIENT_PIECE", 50)  # the coefficients go to the workspace too
+    problem = builtin_problem("paper-3d", 3)
+    space = DGSpace(MESH_3D, np.arange(MESH_3D.n_elements) % 3 + 1)  # mixed degrees: every code path
+    alone = assemble(space, problem, approach=approach)
+    workspace = Workspace()
+    first = assemble(space, problem, approach=approach, workspace=workspace)
+    buffers = dict(workspace._buffers)
+    assert {"x", "weight", "advection", "reaction", "source"} <= set(buffers)
+    second = assemble(space, problem, approach=approach, workspace=workspace)
+    assert all(workspace._buffers[name] is buffer for name, buffer in buffers.items())
+    for result in (first, second):
+        assert np.array_equal(result.matrix.indptr, alone.matrix.indptr)
+        assert np.array_equal(result.matrix.indices, alone.matrix.indices)
+        assert np.array_equal(result.matrix.data, alone.matrix.data)
+        assert np.array_equal(result.rhs, alone.rhs)
+    for buffer in buffers.values():
+        for array in (first.matrix.data, first.rhs, second.matrix.data, second.rhs, second.face_penalty):
+            assert not np.shares_memory(array, buffer)
+
+
+def test_coefficients_of_a_piece_are_evaluated_together(monkeypatch):
+    """Every coefficient of one piece of points before the next piece: the piece's points are read
+    from memory once (b, c, f of 2M points at 2D p = 1: 14.5 -> 12.2 ms)."""
+    from polydg.assembly import assembler
+    from polydg.problem import Problem
+
+    monkeypatch.setattr(assembler, "COEFFICIENT_PIECE", 100)
+    calls = []
+
+    def recording(name, value):
+        def coefficient(x):
+            calls.append((name, len(x)))
+            return value(x)
+        return coefficient
+
+    problem = Problem(name="recording", dim=2, diffusion=1.0, advection=recording("b", lambda x: 1.0 + x),
+                      reaction=recording("c", lambda x: x[:, 0] * x[:, 1]), source=recording("f", lambda x: x[:, 0]))
+    x = np.random.default_rng(2).random((250, 2))
+    A, B, C, F = assembler._Coefficients(problem, 2, np.float64, 1).volume(x, want_load=True)
+    assert np.array_equal(B, 1.0 + x) and np.array_equal(C, x[:, 0] * x[:, 1]) and np.array_equal(F, x[:, 0])
+    assert A.shape == (1, 2, 2)
+    pieces = [call for call in calls if call[1] > 1]  # after each coefficient's one-point probe of its shape
+    assert pieces == [("b", 100), ("c", 100), ("f", 100), ("b", 100), ("c", 100), ("f", 100),
+                      ("b", 50), ("c", 50), ("f", 50)]
+
+
 def _carried_segments(mesh, degree) -> int:
     """How many interfaces the row kernel's face batches cut in two (a segment carried into the next batch).
 

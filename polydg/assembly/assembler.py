@@ -95,41 +95,48 @@ class _Coefficients:
 
     Missing coefficients are a single zero row; constant ones a single row.
     A large batch is evaluated in pieces of :data:`COEFFICIENT_PIECE` points,
-    each written into the kernel's array (a ``workspace`` buffer named after
-    the coefficient, when given) while it is still in the core's
-    cache, by several threads (NumPy's ufuncs release the GIL).  Measured on
-    paper-3d, 2 threads, against two whole halves copied afterwards: 6M
-    volume points 0.15 -> 0.11 s, 5M face points 0.048 -> 0.024 s (pieces of
-    16k points: 0.155 / 0.040 s; 128k best; 256k no better).  Coefficient
-    callables must therefore be pure functions of their arguments, as the
-    Problem contract asks; ``threads=1`` evaluates the pieces in order on the
-    calling thread.
+    every coefficient of a piece before the next piece, so that the piece's
+    points are read from memory once and stay in the core's cache for the
+    others (b, c and f of 2M points at 2D p = 1, 2 threads: 14.5 -> 12.2 ms).  Each
+    value is written into the kernel's array (a ``workspace`` buffer named
+    after the coefficient, when given) by several threads (NumPy's ufuncs
+    release the GIL).  Measured on paper-3d, 2 threads, against two whole
+    halves copied afterwards: 6M volume points 0.15 -> 0.11 s, 5M face
+    points 0.048 -> 0.024 s (pieces of 16k points: 0.155 / 0.040 s; 128k
+    best; 256k no better).  Coefficient callables must therefore be pure
+    functions of their arguments, as the Problem contract asks; ``threads=1``
+    evaluates the pieces in order on the calling thread.
     """
 
     def __init__(self, problem, d: int, dtype, threads: int, workspace: Workspace | None = None):
         self.problem, self.d, self.dtype, self.threads = problem, d, dtype, threads
         self.workspace = workspace
 
-    def _eval(self, name: str, method, *args):
-        """``method(*args)`` cast to the working precision, piece by piece for large batches.
+    def _eval(self, methods: dict[str, Callable], x: np.ndarray) -> dict[str, np.ndarray]:
+        """``{name: method(x)}`` cast to the working precision, piece by piece for large batches.
 
         ``threads`` tasks (the calling thread and ``threads - 1`` of the pool)
         take every ``threads``-th piece; a piece's ProblemError is re-raised
         after all tasks have stopped.
         """
-        n = len(args[0])
-        if self.problem.is_constant(name) or n <= COEFFICIENT_PIECE:
-            return np.ascontiguousarray(method(*args), dtype=self.dtype)
-        probe = method(*(a[:1] for a in args))  # the value shape per point, from one point
-        shape = (n,) + probe.shape[1:]
-        out = np.empty(shape, self.dtype) if self.workspace is None else self.workspace.take(name, shape, self.dtype)
+        n = len(x)
+        out = {name: np.ascontiguousarray(method(x), dtype=self.dtype)
+               for name, method in methods.items() if self.problem.is_constant(name) or n <= COEFFICIENT_PIECE}
+        pieces = {name: method for name, method in methods.items() if name not in out}
+        if not pieces:
+            return out
+        for name, method in pieces.items():
+            shape = (n,) + method(x[:1]).shape[1:]  # the value shape per point, from one point
+            out[name] = np.empty(shape, self.dtype) if self.workspace is None else self.workspace.take(
+                name, shape, self.dtype)
         cuts = list(range(0, n, COEFFICIENT_PIECE)) + [n]
         tasks = max(1, min(self.threads, len(cuts) - 1))
 
         def work(task: int) -> None:
             for k in range(task, len(cuts) - 1, tasks):
                 lo, hi = cuts[k], cuts[k + 1]
-                out[lo:hi] = method(*(a[lo:hi] for a in args))
+                for name, method in pieces.items():
+                    out[name][lo:hi] = method(x[lo:hi])
 
         others = [_pool().submit(work, task) for task in range(1, tasks)]
         errors: list[BaseException] = []
@@ -142,33 +149,49 @@ class _Coefficients:
             raise errors[0]
         return out
 
-    def _A(self, x):
+    def _A_B(self) -> dict[str, Callable]:
+        """The callables of A and b, for the coefficients the problem has."""
         p = self.problem
-        return self._eval("diffusion", p.diffusion_at, x) if p.has_diffusion else np.zeros((1, self.d, self.d), self.dtype)
+        methods = {}
+        if p.has_diffusion:
+            methods["diffusion"] = p.diffusion_at
+        if p.has_advection:
+            methods["advection"] = p.advection_at
+        return methods
 
-    def _B(self, x):
-        p = self.problem
-        return self._eval("advection", p.advection_at, x) if p.has_advection else np.zeros((1, self.d), self.dtype)
+    def _zero(self, *shape) -> np.ndarray:
+        return np.zeros((1,) + shape, self.dtype)
 
     def volume(self, x: np.ndarray, want_load: bool):
-        p = self.problem
-        C = self._eval("reaction", p.reaction_at, x) if p.reaction is not None else np.zeros(1, self.dtype)
-        F = self._eval("source", p.source_at, x) if (want_load and p.source is not None) else np.zeros(1, self.dtype)
-        return self._A(x), self._B(x), C, F
+        p, d = self.problem, self.d
+        methods = self._A_B()
+        if p.reaction is not None:
+            methods["reaction"] = p.reaction_at
+        if want_load and p.source is not None:
+            methods["source"] = p.source_at
+        v = self._eval(methods, x)
+        return (v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
+                v.get("reaction", self._zero()), v.get("source", self._zero()))
 
     def interior(self, x: np.ndarray):
-        return self._A(x), self._B(x)
+        d = self.d
+        v = self._eval(self._A_B(), x)
+        return v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d))
 
     def boundary(self, x: np.ndarray, normals: np.ndarray):
-        p = self.problem
-        GD = self._eval("dirichlet", p.dirichlet_at, x) if p.dirichlet is not None else np.zeros(1, self.dtype)
+        p, d = self.problem, self.d
+        methods = self._A_B()
+        if p.dirichlet is not None:
+            methods["dirichlet"] = p.dirichlet_at
+        v = self._eval(methods, x)
         if p.is_neumann is not None and p.has_diffusion:
             NEU = np.ascontiguousarray(p.neumann_mask(x, normals), dtype=np.int8)
             GN = (np.ascontiguousarray(p.neumann_at(x, normals), dtype=self.dtype)
-                  if (p.neumann is not None and NEU.any()) else np.zeros(1, self.dtype))
+                  if (p.neumann is not None and NEU.any()) else self._zero())
         else:
-            NEU, GN = np.zeros(1, dtype=np.int8), np.zeros(1, self.dtype)
-        return self._A(x), self._B(x), GD, GN, NEU
+            NEU, GN = np.zeros(1, dtype=np.int8), self._zero()
+        return (v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
+                v.get("dirichlet", self._zero()), GN, NEU)
 
 
 # ---------------------------------------------------------------------------
@@ -180,14 +203,12 @@ def element_chunks(mesh, degree: np.ndarray, extra: int, memory_budget_mb: float
     """Split the contiguous element range into chunks whose quadrature points fit the budget."""
     e_lo, e_hi = int(elements[0]), int(elements[-1]) + 1
     d = mesh.dim
-    s0, s1 = mesh.element_offsets[e_lo], mesh.element_offsets[e_hi]
-    q_vol = default_degree(degree[mesh.simplex_element[s0:s1]], extra)
-    per_simplex = point_counts(d, q_vol)
-    per_element = np.add.reduceat(per_simplex, mesh.element_offsets[e_lo:e_hi] - s0)
+    # every sub-simplex of an element has the element's rule: counted per element, not per sub-simplex
+    per_element = point_counts(d, default_degree(degree[e_lo:e_hi], extra)) * np.diff(
+        mesh.element_offsets[e_lo:e_hi + 1])
     # faces: each face's points counted for both of its elements (an upper bound)
     fe = mesh.face_elements
-    pf = np.maximum(degree[fe[:, 0]], np.where(fe[:, 1] >= 0, degree[np.maximum(fe[:, 1], 0)], 0))
-    per_face = point_counts(d - 1, default_degree(pf, extra))
+    per_face = point_counts(d - 1, _face_degree(degree, fe, extra))
     face_load = np.bincount(fe[:, 0], per_face, minlength=mesh.n_elements)
     inner = fe[:, 1] >= 0
     face_load += np.bincount(fe[inner, 1], per_face[inner], minlength=mesh.n_elements)
@@ -213,7 +234,8 @@ class _Timer:
         return now
 
 
-def _face_point_batch(mesh, faces: np.ndarray, degrees: np.ndarray, workspace: Workspace | None = None) -> PointBatch:
+def _face_point_batch(mesh, faces: np.ndarray, degrees: int | np.ndarray,
+                      workspace: Workspace | None = None) -> PointBatch:
     return simplex_points(mesh.points, mesh.face_measure[faces], degrees, cells=mesh.face_vertices[faces],
                           workspace=workspace)
 
@@ -239,7 +261,8 @@ def _face_degree(degree: np.ndarray, face_elements: np.ndarray, extra: int) -> n
 def assemble(space, problem, *, approach: str = "2", precision: str = "double", penalty: float = 10.0,
              penalty_kind: str = "classical", quadrature_extra: int = 0, memory_budget_mb: float = 1024.0,
              backend: str = "numpy", elements: np.ndarray | None = None,
-             progress: Callable[[str, int, int], None] | None = None) -> AssemblyResult:
+             progress: Callable[[str, int, int], None] | None = None,
+             workspace: Workspace | None = None) -> AssemblyResult:
     """Assemble the IP-dG matrix and load vector of ``problem`` on ``space``.
 
     Parameters
@@ -258,6 +281,13 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     elements : assemble only the rows of this contiguous range of elements
         (the rows of one MPI rank); default all
     progress : called as ``progress(stage, done, total)`` after each chunk
+    workspace : a :class:`~polydg.assembly.Workspace` to keep the work arrays
+        (quadrature points, coefficient values) in from one call to the next,
+        for repeated assemblies (time steps, nonlinear iterations, timing
+        runs); default a new one per call.  Only the first call that needs
+        an array pays for its new memory: at 2D p = 1 (2M points, 25k dofs)
+        that is about 0.005 s of a 0.05 s assembly.  The returned matrix and
+        vector never share memory with it; one assembly at a time may use it.
 
     Returns
     -------
@@ -303,12 +333,13 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     nbasis = space.element_dofs
     table = np.ascontiguousarray(multi_indices(space.max_degree, d))
     rec = legendre_recurrence(2 * space.max_degree, dtype)  # the moments reach degree 2 pmax
-    workspace = Workspace()  # points and coefficients of one chunk at a time, reused by the next
+    if workspace is None:
+        workspace = Workspace()  # points and coefficients of one chunk at a time, reused by the next
     coeff = _Coefficients(problem, d, dtype, numba.get_num_threads(), workspace)
     timer = _Timer()
     t = time.perf_counter()
     compile_pattern_kernels()
-    compile_point_kernels()
+    compile_point_kernels(d)
     compile_penalty_kernels()  # both kinds: a first run must not count the penalty's JIT as assembly
     timer.add("jit", t)
     jit_before_start = timer.t["jit"]
@@ -338,7 +369,14 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     n_int = mesh.n_interior_faces
     b_el = mesh.face_elements[n_int:, 0]
     boundary_offsets = n_int + np.searchsorted(b_el, np.arange(n_el + 1)).astype(np.int64)
+    # the rules' degrees: one int when the space has one degree (no per-entity arrays to count)
+    q_element = default_degree(degree, quadrature_extra)
+    q_uniform = default_degree(space.max_degree, quadrature_extra) if space.min_degree == space.max_degree else None
     face_q = _face_degree(degree, mesh.face_elements, quadrature_extra)
+
+    def face_degrees(faces: np.ndarray) -> int | np.ndarray:
+        return q_uniform if q_uniform is not None else face_q[faces]
+
     face_local = np.full(mesh.n_faces, -1, dtype=np.int64)
     chunks = element_chunks(mesh, degree, quadrature_extra, memory_budget_mb, elements)
     coo: list[tuple[np.ndarray, ...]] = []  # Approach 1 triplets
@@ -361,7 +399,8 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     for ci, (e_lo, e_hi) in enumerate(chunks):
         t = time.perf_counter()
         s_lo, s_hi = int(mesh.element_offsets[e_lo]), int(mesh.element_offsets[e_hi])
-        q = default_degree(degree[mesh.simplex_element[s_lo:s_hi]], quadrature_extra)
+        q = q_uniform if q_uniform is not None else np.repeat(
+            q_element[e_lo:e_hi], np.diff(mesh.element_offsets[e_lo:e_hi + 1]))
         batch = simplex_points(mesh.points, mesh.simplex_volume[s_lo:s_hi], q, cells=mesh.simplices[s_lo:s_hi],
                                workspace=workspace)
         X, W = _working_precision(batch, dtype, workspace)
@@ -405,7 +444,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
                 faces = _expand_ranges(mesh.interface_offsets[ifs], mesh.interface_offsets[ifs + 1])
                 face_local[faces] = np.arange(len(faces))
                 t = time.perf_counter()
-                batch = _face_point_batch(mesh, faces, face_q[faces], workspace)
+                batch = _face_point_batch(mesh, faces, face_degrees(faces), workspace)
                 X, W = _working_precision(batch, dtype, workspace)
                 t = timer.add("quadrature_points", t)
                 A, B = coeff.interior(batch.x)
@@ -424,7 +463,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
                 faces = np.arange(f_lo, f_hi, dtype=np.int64)
                 face_local[faces] = np.arange(len(faces))
                 t = time.perf_counter()
-                batch = _face_point_batch(mesh, faces, face_q[faces], workspace)
+                batch = _face_point_batch(mesh, faces, face_degrees(faces), workspace)
                 X, W = _working_precision(batch, dtype, workspace)
                 t = timer.add("quadrature_points", t)
                 A, B = coeff.interior(batch.x)
@@ -464,7 +503,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
             faces = np.arange(f0, f1, dtype=np.int64)
             face_local[faces] = np.arange(len(faces))
             t = time.perf_counter()
-            batch = _face_point_batch(mesh, faces, face_q[faces], workspace)
+            batch = _face_point_batch(mesh, faces, face_degrees(faces), workspace)
             X, W = _working_precision(batch, dtype, workspace)
             normals = np.repeat(mesh.face_normal[faces], np.diff(batch.offsets), axis=0)
             t = timer.add("quadrature_points", t)
