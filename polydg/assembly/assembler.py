@@ -198,17 +198,20 @@ class _Coefficients:
 # chunking
 
 
-def element_chunks(mesh, degree: np.ndarray, extra: int, memory_budget_mb: float,
+def element_chunks(mesh, element_rule: np.ndarray, face_rule: np.ndarray, memory_budget_mb: float,
                    elements: np.ndarray) -> list[tuple[int, int]]:
-    """Split the contiguous element range into chunks whose quadrature points fit the budget."""
+    """Split the contiguous element range into chunks whose quadrature points fit the budget.
+
+    ``element_rule`` and ``face_rule`` are the rules' exactness degrees per
+    element and per face (:func:`~polydg.quadrature.default_degree`, :func:`_face_degree`).
+    """
     e_lo, e_hi = int(elements[0]), int(elements[-1]) + 1
     d = mesh.dim
     # every sub-simplex of an element has the element's rule: counted per element, not per sub-simplex
-    per_element = point_counts(d, default_degree(degree[e_lo:e_hi], extra)) * np.diff(
-        mesh.element_offsets[e_lo:e_hi + 1])
+    per_element = point_counts(d, element_rule[e_lo:e_hi]) * np.diff(mesh.element_offsets[e_lo:e_hi + 1])
     # faces: each face's points counted for both of its elements (an upper bound)
     fe = mesh.face_elements
-    per_face = point_counts(d - 1, _face_degree(degree, fe, extra))
+    per_face = point_counts(d - 1, face_rule)
     face_load = np.bincount(fe[:, 0], per_face, minlength=mesh.n_elements)
     inner = fe[:, 1] >= 0
     face_load += np.bincount(fe[inner, 1], per_face[inner], minlength=mesh.n_elements)
@@ -378,7 +381,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         return q_uniform if q_uniform is not None else face_q[faces]
 
     face_local = np.full(mesh.n_faces, -1, dtype=np.int64)
-    chunks = element_chunks(mesh, degree, quadrature_extra, memory_budget_mb, elements)
+    chunks = element_chunks(mesh, q_element, face_q, memory_budget_mb, elements)
     coo: list[tuple[np.ndarray, ...]] = []  # Approach 1 triplets
     compiled: set[str] = set()
 
