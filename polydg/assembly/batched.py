@@ -208,6 +208,17 @@ def _weighted_copy(r0, n, w, G, constant, out):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
+def _weighted_diffusion(r0, n, w, A, Ab):  # pragma: no cover - compiled
+    """Ab[k, l, q] = w[q] A[r0 + q, k, l]: a diffusion that varies from point to point, weighted."""
+    d = Ab.shape[0]
+    Av = A[r0:r0 + n]
+    for q in range(n):
+        for k in range(d):
+            for m in range(d):
+                Ab[k, m, q] = w[q] * Av[q, k, m]
+
+
+@njit(cache=True, inline="always")
 def gather_volume_coefficients(r0, n, X, W, A, B, C, F, want_load, x, w, Ab, Bb, Cb, Fb):  # pragma: no cover
     """Copy the batch's points and weights point-innermost, and its coefficients times the weights.
 
@@ -232,37 +243,56 @@ def gather_volume_coefficients(r0, n, X, W, A, B, C, F, want_load, x, w, Ab, Bb,
     # memory, with the choice between a constant and a pointwise coefficient
     # made outside it.  Measured on 1.26M points from memory: 2.1x (2D) and
     # 1.5x (3D) faster than one loop per component with the choice inside.
-    # The fused loops index views of the batch's rows by the loop counter:
-    # Numba wraps a negative index, and the select that X[r0 + q] costs in
-    # the address kept LLVM from vectorising the loop (measured, 2D, 200k
-    # points: 4.0 -> 2.3 ns per point).  (A constant's slice is empty and unused.)
+    # The loops index views of the batch's rows by the loop counter: Numba
+    # wraps a negative index, and the select that X[r0 + q] costs in the
+    # address kept LLVM from vectorising the loop (measured, 2D, 200k points:
+    # 4.0 -> 2.3 ns per point).  The fused loops read the (n, d) rows of X and
+    # B as flat vectors (indexed (q, k), the de-interleaving was not
+    # vectorised), and write A = a I's weighted row in the same pass.  The
+    # element kernel at 2D p = 2 (launch/profile_element_kernel.py, one
+    # thread): gather 3.5 -> 2.3 ns per point from cache and 6.2 -> 4.7 from
+    # memory, the whole kernel 9.1 -> 7.7 and 12.1 -> 10.5; on two threads,
+    # 2.8M points, 14.2-14.6 -> 13.5-13.8 ms.  (A constant's slice is empty
+    # and unused.)
     Xv, Wv, Bv = X[r0:r0 + n], W[r0:r0 + n], B[r0:r0 + n]
     fused = not one_b and not one_c and want_load and not one_f
-    if d == 3 and fused:
+    if fused and (d == 2 or d == 3):
+        Xf, Bf = X[r0:r0 + n].ravel(), B[r0:r0 + n].ravel()
         Cv, Fv = C[r0:r0 + n], F[r0:r0 + n]
-        for q in range(n):
-            wq = Wv[q]
-            w[q] = wq
-            x[0, q] = Xv[q, 0]
-            x[1, q] = Xv[q, 1]
-            x[2, q] = Xv[q, 2]
-            Bb[0, q] = wq * Bv[q, 0]
-            Bb[1, q] = wq * Bv[q, 1]
-            Bb[2, q] = wq * Bv[q, 2]
-            Cb[q] = wq * Cv[q]
-            Fb[q] = wq * Fv[q]
-    elif d == 2 and fused:
-        Cv, Fv = C[r0:r0 + n], F[r0:r0 + n]
-        for q in range(n):
-            wq = Wv[q]
-            w[q] = wq
-            x[0, q] = Xv[q, 0]
-            x[1, q] = Xv[q, 1]
-            Bb[0, q] = wq * Bv[q, 0]
-            Bb[1, q] = wq * Bv[q, 1]
-            Cb[q] = wq * Cv[q]
-            Fb[q] = wq * Fv[q]
-    elif d == 3:
+        # Ab[0, 0, :] = w a in every case, a branch-free loop; then a constant matrix's
+        # first entry is put back and a pointwise A is weighted over it
+        a = A[0, 0, 0]
+        av = Ab[0, 0]
+        if d == 3:
+            for q in range(n):
+                wq = Wv[q]
+                w[q] = wq
+                x[0, q] = Xf[3 * q]
+                x[1, q] = Xf[3 * q + 1]
+                x[2, q] = Xf[3 * q + 2]
+                Bb[0, q] = wq * Bf[3 * q]
+                Bb[1, q] = wq * Bf[3 * q + 1]
+                Bb[2, q] = wq * Bf[3 * q + 2]
+                Cb[q] = wq * Cv[q]
+                Fb[q] = wq * Fv[q]
+                av[q] = a * wq
+        else:
+            for q in range(n):
+                wq = Wv[q]
+                w[q] = wq
+                x[0, q] = Xf[2 * q]
+                x[1, q] = Xf[2 * q + 1]
+                Bb[0, q] = wq * Bf[2 * q]
+                Bb[1, q] = wq * Bf[2 * q + 1]
+                Cb[q] = wq * Cv[q]
+                Fb[q] = wq * Fv[q]
+                av[q] = a * wq
+        if a_kind == A_CONSTANT:
+            Ab[0, 0, 0] = a
+        elif a_kind == A_POINTWISE:
+            _weighted_diffusion(r0, n, w, A, Ab)
+        return a_kind
+    if d == 3:
         for q in range(n):
             w[q] = Wv[q]
             x[0, q] = Xv[q, 0]
@@ -284,13 +314,7 @@ def gather_volume_coefficients(r0, n, X, W, A, B, C, F, want_load, x, w, Ab, Bb,
         for q in range(n):
             Ab[0, 0, q] = a * w[q]
     elif a_kind == A_POINTWISE:
-        Av = A[r0:r0 + n]
-        for q in range(n):
-            for k in range(d):
-                for m in range(d):
-                    Ab[k, m, q] = w[q] * Av[q, k, m]
-    if fused and d >= 2:
-        return a_kind
+        _weighted_diffusion(r0, n, w, A, Ab)
     if one_b:
         for k in range(d):
             bk = B[0, k]

@@ -48,6 +48,10 @@ from .forms import dirichlet_point, inflow_point, interior_face_point, load_poin
 from .moments import (MOMENT_BATCH, block_from_moments, legendre_values_batch, moment_rows, pad_moment_batch,
                       volume_moments_batch)
 
+#: a hash of the compiled polydg modules this one uses.  Numba caches compiled code by the text
+#: of its own file alone, so this line must change with theirs (tests/test_kernel_cache.py)
+_SOURCES_STAMP = "224030ad0c5bd93b"
+
 DIFFUSIVE, INFLOW = 0, 1
 
 #: consecutive elements per parallel task of the row kernels (work arrays are per task)

@@ -25,6 +25,10 @@ from numba import njit, prange
 
 from ..mesh.polytopic import PolytopicMesh
 
+#: a hash of the compiled polydg modules this one uses.  Numba caches compiled code by the text
+#: of its own file alone, so this line must change with theirs (tests/test_kernel_cache.py)
+_SOURCES_STAMP = "cd67817b405bc881"
+
 
 @dataclass
 class SparsityPattern:

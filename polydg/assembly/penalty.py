@@ -54,6 +54,10 @@ from ..mesh.polytopic import PolytopicMesh
 from ..quadrature import default_degree
 from .points import simplex_points
 
+#: a hash of the compiled polydg modules this one uses.  Numba caches compiled code by the text
+#: of its own file alone, so this line must change with theirs (tests/test_kernel_cache.py)
+_SOURCES_STAMP = "415f18944dc730a9"
+
 PENALTY_KINDS = ("paper", "classical")
 
 
