@@ -52,9 +52,6 @@ from polydg.partition import agglomerate
 from polydg.problem import builtin_problem
 from polydg.space import DGSpace
 
-#: a hash of the compiled polydg modules this one uses.  Numba caches compiled code by the text
-#: of its own file alone, so this line must change with theirs (tests/test_kernel_cache.py)
-_SOURCES_STAMP = "da5523732d3d36a2"
 
 CASES = {
     "3d": [("cube:55", 250_000, 1), ("cube:55", 100_000, 2), ("cube:40", 50_000, 3)],

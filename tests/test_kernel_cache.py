@@ -33,10 +33,11 @@ def _is_compiled(path: Path) -> bool:
     return COMPILED.search(path.read_text()) is not None
 
 
-def _compiled_modules() -> list[Path]:
-    """polydg's modules and the launch/ scripts with compiled functions."""
-    files = list(PACKAGE.rglob("*.py")) + list((PACKAGE.parent / "launch").glob("*.py"))
-    return sorted(p for p in files if _is_compiled(p))
+def _cached_modules() -> list[Path]:
+    """polydg's modules, the launch/ scripts and the tests with compiled functions cached on disk."""
+    files = list(PACKAGE.rglob("*.py")) + [p for folder in ("launch", "tests")
+                                            for p in (PACKAGE.parent / folder).glob("*.py")]
+    return sorted(p for p in files if _is_compiled(p) and "cache=True" in p.read_text())
 
 
 def _module_file(parts: list[str]) -> list[Path]:
@@ -86,7 +87,7 @@ def expected_stamp(path: Path, texts: dict[Path, bytes] | None = None) -> str:
 
 
 def stamped_modules() -> list[Path]:
-    return [p for p in _compiled_modules() if compiled_dependencies(p)]
+    return [p for p in _cached_modules() if compiled_dependencies(p)]
 
 
 @pytest.mark.parametrize("path", stamped_modules(), ids=lambda p: p.relative_to(PACKAGE.parent).as_posix())

@@ -20,6 +20,10 @@ from polydg.partition import agglomerate
 from polydg.problem import builtin_problem
 from polydg.space import DGSpace
 
+#: a hash of the compiled polydg modules this one uses.  Numba caches compiled code by the text
+#: of its own file alone, so this line must change with theirs (tests/test_kernel_cache.py)
+_SOURCES_STAMP = "4d831cedf8107545"
+
 
 @pytest.mark.parametrize("p", [0, 1, 2, 3, 5])
 def test_legendre_products_are_short_legendre_series(p):
