@@ -52,7 +52,6 @@ from polydg.partition import agglomerate
 from polydg.problem import builtin_problem
 from polydg.space import DGSpace
 
-
 CASES = {
     "3d": [("cube:55", 250_000, 1), ("cube:55", 100_000, 2), ("cube:40", 50_000, 3)],
     "2d": [("oscillating-square:502", 8_337, 1), ("oscillating-square:502", 8_337, 2),

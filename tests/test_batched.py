@@ -17,7 +17,7 @@ from polydg.basis import legendre_recurrence, multi_indices
 
 #: a hash of the compiled polydg modules this one uses.  Numba caches compiled code by the text
 #: of its own file alone, so this line must change with theirs (tests/test_kernel_cache.py)
-_SOURCES_STAMP = "02d3e03dc5b3509c"
+_SOURCES_STAMP = "db8463c8dbb9edf9"
 
 
 def _box(rng, d, p):

@@ -257,7 +257,7 @@ def gather_volume_coefficients(r0, n, X, W, A, B, C, F, want_load, x, w, Ab, Bb,
     Xv, Wv, Bv = X[r0:r0 + n], W[r0:r0 + n], B[r0:r0 + n]
     fused = not one_b and not one_c and want_load and not one_f
     if fused and (d == 2 or d == 3):
-        Xf, Bf = X[r0:r0 + n].ravel(), B[r0:r0 + n].ravel()
+        Xf, Bf = Xv.ravel(), Bv.ravel()
         Cv, Fv = C[r0:r0 + n], F[r0:r0 + n]
         # Ab[0, 0, :] = w a in every case, a branch-free loop; then a constant matrix's
         # first entry is put back and a pointwise A is weighted over it

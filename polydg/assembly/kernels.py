@@ -50,7 +50,7 @@ from .moments import (MOMENT_BATCH, block_from_moments, legendre_values_batch, m
 
 #: a hash of the compiled polydg modules this one uses.  Numba caches compiled code by the text
 #: of its own file alone, so this line must change with theirs (tests/test_kernel_cache.py)
-_SOURCES_STAMP = "224030ad0c5bd93b"
+_SOURCES_STAMP = "adcc372862b100d6"
 
 DIFFUSIVE, INFLOW = 0, 1
 
