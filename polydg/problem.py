@@ -45,7 +45,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .errors import ProblemError
+from .errors import ProblemError, capture_output
 
 Coefficient = Union[None, float, np.ndarray, Callable[..., Any]]
 
@@ -1005,42 +1005,71 @@ def builtin_problem(name: str, dim: int | None = None) -> Problem:
     return build(dim)
 
 
+def _run_user_code(function: Callable[[], Any], failed: Callable[[BaseException], str]) -> Any:
+    """``function()``, user code, with what it prints and warns held back until it is done.
+
+    When it returns, its output is shown as if it had not been held back; when
+    it raises, the output becomes part of the one-line :class:`ProblemError`
+    whose message is ``failed(exc)``.
+    """
+    with capture_output() as said:
+        try:
+            result, failure = function(), None
+        except BaseException as exc:  # SystemExit included: a problem file must not end the program
+            result, failure = None, exc
+    if failure is None:
+        said.replay()
+        return result
+    if isinstance(failure, KeyboardInterrupt):
+        said.replay()
+        raise failure
+    message = str(failure) if isinstance(failure, ProblemError) else failed(failure)
+    output = said.summary()
+    raise ProblemError(message + (f" (its output: {output})" if output else "")) from failure
+
+
+def _import_failure(where: str, path: str | None) -> Callable[[BaseException], str]:
+    """How an import of ``where`` (the file ``path``, if one) failed, in one line."""
+
+    def describe(exc: BaseException) -> str:
+        if isinstance(exc, SyntaxError):
+            elsewhere = f" in {exc.filename}" if exc.filename and exc.filename != path else ""
+            line = f" at line {exc.lineno}" if exc.lineno else ""
+            return f"{where}: syntax error{elsewhere}{line}: {_one_line(exc.msg)}"
+        return f"{where}: import failed: {type(exc).__name__}: {_one_line(exc)}"
+
+    return describe
+
+
 def _import_file(path: str) -> Any:
+    where = f"problem file {path!r}"
+    if not os.path.exists(path):
+        raise ProblemError(f"{where} not found")
     if not os.path.isfile(path):
-        raise ProblemError(f"problem file {path!r} not found")
+        raise ProblemError(f"{where} is not a file")
     module_name = "_polydg_problem_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
-        raise ProblemError(f"problem file {path!r} cannot be imported (not a Python file?)")
+        raise ProblemError(f"{where} cannot be imported (not a Python file?)")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
+        _run_user_code(lambda: spec.loader.exec_module(module), _import_failure(where, path))
+    except BaseException:
         sys.modules.pop(module_name, None)
-        raise ProblemError(f"problem file {path!r}: syntax error at line {exc.lineno}: {exc.msg}") from exc
-    except BaseException as exc:  # anything the user's module does on import, SystemExit included
-        sys.modules.pop(module_name, None)
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        raise ProblemError(
-            f"problem file {path!r}: import failed: {type(exc).__name__}: {_one_line(exc)}"
-        ) from exc
+        raise
     return module
 
 
 def _import_module(name: str) -> Any:
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name and name.startswith(exc.name):
-            raise ProblemError(f"problem module {name!r} not found") from exc
-        raise ProblemError(f"problem module {name!r}: import failed: ModuleNotFoundError: {_one_line(exc)}") from exc
-    except SyntaxError as exc:
-        raise ProblemError(f"problem module {name!r}: syntax error in {exc.filename} at line {exc.lineno}: "
-                           f"{exc.msg}") from exc
-    except Exception as exc:
-        raise ProblemError(f"problem module {name!r}: import failed: {type(exc).__name__}: {_one_line(exc)}") from exc
+    where = f"problem module {name!r}"
+
+    def failed(exc: BaseException) -> str:
+        if isinstance(exc, ModuleNotFoundError) and exc.name and name.startswith(exc.name):
+            return f"{where} not found"
+        return _import_failure(where, None)(exc)
+
+    return _run_user_code(lambda: importlib.import_module(name), failed)
 
 
 def _accepts_argument(function: Callable[..., Any]) -> bool:
@@ -1089,13 +1118,10 @@ def load_problem(spec: str, dim: int | None = None) -> Problem:
             if not callable(obj):
                 raise ProblemError(f"{where}: {attribute} is a {type(obj).__name__}, expected a "
                                    "polydg.problem.Problem or a callable returning one")
-            try:
-                obj = obj(dim) if _accepts_argument(obj) else obj()
-            except ProblemError:
-                raise
-            except Exception as exc:
-                raise ProblemError(f"{where}: {attribute}({'' if dim is None else dim}) raised "
-                                   f"{type(exc).__name__}: {_one_line(exc)}") from exc
+            factory = obj
+            call = f"{attribute}({'' if dim is None else dim})"
+            obj = _run_user_code(lambda: factory(dim) if _accepts_argument(factory) else factory(),
+                                 lambda exc: f"{where}: {call} raised {type(exc).__name__}: {_one_line(exc)}")
             if not isinstance(obj, Problem):
                 raise ProblemError(f"{where}: {attribute}() returned a {type(obj).__name__}, expected a "
                                    "polydg.problem.Problem")

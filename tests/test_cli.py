@@ -164,7 +164,7 @@ BAD_MESHES = {
     "hanging.vtk": ("# vtk DataFile Version 5.1\nx\nASCII\nDATASET POLYDATA\nPOINTS 8 double\n"
                     "0 0 0 1 0 0 1 1 0 0 1 0 1 2 0 0 2 0 2 0 0 2 2 0\nPOLYGONS 4 12\nOFFSETS vtktypeint64\n0 4 8 12\n"
                     "CONNECTIVITY vtktypeint64\n0 1 2 3 3 2 4 5 1 6 7 4\n", "unmatched facet"),
-    "garbage.msh": ("not a mesh at all\n", "cannot read"),
+    "garbage.msh": ("not a mesh at all\n", "cannot be read as Gmsh"),
 }
 
 

@@ -5,7 +5,7 @@ import pytest
 import shapely
 
 from polydg.errors import MeshError
-from polydg.mesh import build_polytopic_mesh, from_spec, load_mesh, read_mesh, write_vtu
+from polydg.mesh import SimplexMesh, build_polytopic_mesh, from_spec, load_mesh, read_mesh, write_vtu
 from polydg.mesh.polygon_mesh import polygon_mesh, triangulate_polygons
 from polydg.partition import agglomerate
 
@@ -202,7 +202,19 @@ HEADER = "# vtk DataFile Version 5.1\nx\nASCII\nDATASET POLYDATA\n"
                              "CONNECTIVITY vtktypeint64\n0 1 2 3\n", ["nan.vtk", "point 2", "non-finite"]),
         ("word.vtk", HEADER + "POINTS 4 double\n0 0 0 1 0 0 x 1 0 0 1 0\n", ["word.vtk", "truncated POINTS", "'x'"]),
         ("lines.vtk", HEADER + "POINTS 2 double\n0 0 0 1 0 0\nLINES 1 3\n2 0 1\n", ["lines.vtk", "LINES"]),
-        ("garbage.msh", "this is not a mesh\n", ["garbage.msh", "cannot read"]),
+        ("garbage.msh", "this is not a mesh\n", ["garbage.msh", "cannot be read as Gmsh", "this is not a mesh"]),
+        ("count.vtk", HEADER + "POINTS 4 double\n0 0 0 1 0 0 1 1 0 0 1 0\nPOLYGONS 99999999999 5\n4 0 1 2 3\n",
+         ["count.vtk", "announces 99999999999 polygons in 5 values"]),
+        ("negative.vtk", HEADER + "POINTS -3 double\n", ["negative.vtk", "POINTS announces -3 values"]),
+        ("fraction.vtk", HEADER + "POINTS 4 double\n0 0 0 1 0 0 1 1 0 0 1 0\nPOLYGONS 2 4\nOFFSETS vtktypeint64\n0 4\n"
+                                  "CONNECTIVITY vtktypeint64\n0 1 2.5 3\n",
+         ["fraction.vtk", "'2.5' is not an integer index"]),
+        ("huge.vtk", HEADER + "POINTS 4 double\n0 0 0 1e300 0 0 1 1 0 0 1 0\nPOLYGONS 2 4\nOFFSETS vtktypeint64\n0 4\n"
+                              "CONNECTIVITY vtktypeint64\n0 1 2 3\n", ["huge.vtk", "point 1", "beyond 1e+50"]),
+        ("overflow.vtk", HEADER + "POINTS 4 double\n0 0 0 1 0 0 1 1 0 0 1 0\nPOLYGONS 1 5\n9223372036854775807 0 1 2 3\n",
+         ["overflow.vtk", "truncated POLYGONS: polygon 0 runs past the 5 values"]),
+        ("binary.vtk", HEADER.replace("ASCII", "BINARY") + "POINTS 4 double\n", ["binary.vtk", "only ASCII"]),
+        ("empty.vtu", "", ["empty.vtu", "the file is empty"]),
     ],
 )
 def test_bad_files(tmp_path, name, text, words):
@@ -217,6 +229,9 @@ def test_missing_and_unsupported(tmp_path):
 
     with pytest.raises(MeshError, match="not found"):
         load_mesh(tmp_path / "nope.vtk")
+    (tmp_path / "folder.vtk").mkdir()
+    with pytest.raises(MeshError, match="folder.vtk' is not a file"):
+        load_mesh(tmp_path / "folder.vtk")
     hexa = meshio.Mesh(np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0], [0, 0, 1], [1, 0, 1], [1, 1, 1],
                                  [0, 1, 1]], float), [("hexahedron", np.arange(8)[None])])
     meshio.write(tmp_path / "hex.vtu", hexa)
@@ -226,6 +241,15 @@ def test_missing_and_unsupported(tmp_path):
     meshio.write(tmp_path / "lines.vtu", lines)
     with pytest.raises(MeshError, match="unsupported cell types"):
         read_mesh(tmp_path / "lines.vtu")
+
+
+def test_coordinates_too_large_to_compute_with():
+    # squares and volumes of such coordinates overflow: the mesh is refused before anything is computed
+    with pytest.raises(MeshError, match=r"<array>: point 1 has a coordinate beyond 1e\+50"):
+        SimplexMesh(np.array([[0.0, 0.0], [1e60, 0.0], [0.0, 1.0]]), np.array([[0, 1, 2]]))
+    with pytest.raises(MeshError, match=r"square: point 2 has a coordinate beyond 1e\+50"):
+        polygon_mesh(np.array([[0.0, 0.0], [1.0, 0.0], [1.0, -1e200], [0.0, 1.0]]), [0, 4], [0, 1, 2, 3],
+                     source="square")
 
 
 def test_hanging_node_in_polygon_file(tmp_path):

@@ -18,7 +18,7 @@ from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
 from ..errors import MeshError
-from .simplicial import SimplexMesh
+from .simplicial import MAX_COORDINATE, SimplexMesh
 
 #: merge tolerance relative to the median polygon edge length
 MERGE_TOL = 1e-6
@@ -187,6 +187,11 @@ def polygon_mesh(points: np.ndarray, offsets: np.ndarray, connectivity: np.ndarr
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise MeshError(f"{source}: point {i} has a non-finite coordinate {points[i].tolist()}")
+    huge = (np.abs(points) > MAX_COORDINATE).any(axis=1)
+    if huge.any():  # checked before the edge lengths and areas below, which would overflow
+        i = int(np.flatnonzero(huge)[0])
+        raise MeshError(f"{source}: point {i} has a coordinate beyond {MAX_COORDINATE:.0e} in magnitude "
+                        f"{points[i].tolist()}")
     if len(offsets) < 2:
         raise MeshError(f"{source}: the mesh has no polygons")
     if offsets[0] != 0 or (np.diff(offsets) < 0).any() or offsets[-1] != len(conn):
@@ -223,7 +228,7 @@ def count_prefixed_to_csr(values, n_rows):  # pragma: no cover - compiled
             offsets[0] = -1
             return offsets, values[:0]
         k = values[pos]
-        if k < 0 or pos + 1 + k > values.shape[0]:
+        if k < 0 or k > values.shape[0] - pos - 1:  # not pos + 1 + k, which can overflow
             offsets[0] = -1
             offsets[1] = r
             return offsets, values[:0]

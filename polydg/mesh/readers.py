@@ -1,30 +1,48 @@
 """Mesh input: files (meshio formats, legacy VTK POLYDATA) and generator specs.
 
 * Triangle / tetrahedron meshes in any format meshio reads (Gmsh .msh v2 and
-  v4, VTU, ...); Gmsh physical groups on lines (2D) or triangles (3D) become
-  boundary tags.
+  v4, VTU, legacy VTK, ...); Gmsh physical groups on lines (2D) or triangles
+  (3D) become boundary tags.  A ``.msh`` file is read as Gmsh unless it looks
+  like ANSYS (it begins with a parenthesis).
 * Polygon meshes: VTU (or any meshio format) polygon cells, and legacy VTK
   ``DATASET POLYDATA`` files with ``POLYGONS``, both the VTK 5.1
   OFFSETS/CONNECTIVITY form and the older count-prefixed form, which meshio
   cannot read.  Polygons are triangulated (:mod:`polydg.mesh.polygon_mesh`).
 
-Every failure is a :class:`~polydg.errors.MeshError` naming the file.
+Every failure is a :class:`~polydg.errors.MeshError` with a one-line message
+naming the file.  What meshio prints or warns on the way is captured and
+becomes part of that message; when the file is read nonetheless it becomes a
+:class:`~polydg.errors.MeshWarning`.  A meshio reader that runs out of time
+(some loop forever on a truncated file) is stopped and reported the same way.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ..errors import MeshError
+from ..errors import CapturedOutput, MeshError, MeshWarning, capture_output, one_line
 from .generators import from_spec, is_generator_spec
 from .polygon_mesh import MERGE_TOL, count_prefixed_to_csr, polygon_mesh
 from .simplicial import SimplexMesh
 
-_FLOAT_TYPES = {"float", "double", "vtktypefloat32", "vtktypefloat64"}
+#: a meshio reader is stopped after this many seconds plus READ_SECONDS_PER_MB for every
+#: megabyte of the file: generous for a valid file, a bound for a reader stuck in a loop
+READ_SECONDS = 10.0
+READ_SECONDS_PER_MB = 10.0
+
+#: format names in messages (others: meshio's name in capitals)
+_FORMAT_NAMES = {"gmsh": "Gmsh", "vtk": "legacy VTK", "vtu": "VTU", "ansys": "ANSYS"}
+
+#: the longest piece of a third-party message quoted in ours
+_QUOTE_LENGTH = 200
 
 
 def load_mesh(spec: str | os.PathLike) -> SimplexMesh:
@@ -44,39 +62,54 @@ def read_mesh(path: str | os.PathLike, *, merge_tol: float = MERGE_TOL) -> Simpl
     """Read a simplicial or polygon mesh file into a :class:`SimplexMesh`.
 
     For polygon files ``cell_element`` holds the polygon of every triangle.
+    Raises :class:`MeshError` for every file that does not hold a valid mesh.
     """
     path = Path(path)
-    if not path.exists():
+    try:
+        exists, is_file = path.exists(), path.is_file()
+    except (OSError, ValueError) as exc:  # e.g. a name too long for the file system
+        raise MeshError(f"mesh file '{path}' cannot be accessed ({one_line(exc)})") from None
+    if not exists:
         raise MeshError(f"mesh file '{path}' not found")
-    if not path.is_file():
+    if not is_file:
         raise MeshError(f"mesh file '{path}' is not a file")
-    if path.suffix.lower() == ".vtk" and _is_legacy_polydata(path):
-        return read_vtk_polydata(path, merge_tol=merge_tol)
-    return _read_with_meshio(path, merge_tol)
-
-
-def _is_legacy_polydata(path: Path) -> bool:
     try:
         with open(path, "rb") as fh:
-            head = fh.read(4096).decode("ascii", errors="replace").upper()
+            head = fh.read(4096)
     except OSError as exc:
-        raise MeshError(f"mesh file '{path}' cannot be read: {exc}") from None
-    return "DATASET POLYDATA" in head
+        raise MeshError(f"mesh file '{path}' cannot be read ({one_line(exc)})") from None
+    if not head:
+        raise MeshError(f"mesh file '{path}': the file is empty")
+    if path.suffix.lower() == ".vtk" and re.search(rb"DATASET\s+POLYDATA", head.upper()):
+        return read_vtk_polydata(path, merge_tol=merge_tol)
+    return _read_with_meshio(path, head, merge_tol)
+
+
+# ---------------------------------------------------------------------------
+# legacy VTK POLYDATA, our own parser
 
 
 def read_vtk_polydata(path: str | os.PathLike, *, merge_tol: float = MERGE_TOL) -> SimplexMesh:
     """Legacy ASCII VTK POLYDATA with POLYGONS (VTK 5.1 or the older count-prefixed form)."""
     path = Path(path)
-    src = str(path)
+    where = f"mesh file '{path}'"
     try:
         text = path.read_text(encoding="ascii", errors="strict")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MeshError(f"{src}: cannot read as ASCII legacy VTK ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise MeshError(f"{where}: not an ASCII legacy VTK file (byte 0x{exc.object[exc.start]:02x} at offset "
+                        f"{exc.start})") from None
+    except OSError as exc:
+        raise MeshError(f"{where} cannot be read ({one_line(exc)})") from None
     lines = text.splitlines()
-    if len(lines) < 4 or not lines[0].startswith("# vtk DataFile"):
-        raise MeshError(f"{src}: not a legacy VTK file (first line {lines[0][:40]!r})" if lines else f"{src}: empty file")
+    if not lines:
+        raise MeshError(f"{where}: the file is empty")
+    if not lines[0].startswith("# vtk DataFile"):
+        raise MeshError(f"{where}: not a legacy VTK file (its first line is {lines[0][:40]!r}, "
+                        "not '# vtk DataFile Version ...')")
+    if len(lines) < 4:
+        raise MeshError(f"{where}: truncated header ({len(lines)} lines, a legacy VTK header has 4)")
     if lines[2].strip().upper() != "ASCII":
-        raise MeshError(f"{src}: only ASCII legacy VTK is supported (found {lines[2].strip()!r})")
+        raise MeshError(f"{where}: only ASCII legacy VTK is supported (found {lines[2].strip()[:40]!r})")
     tokens = " ".join(lines[3:]).split()
     upper = [t.upper() for t in tokens]
 
@@ -84,143 +117,307 @@ def read_vtk_polydata(path: str | os.PathLike, *, merge_tol: float = MERGE_TOL) 
         try:
             return upper.index(word)
         except ValueError:
-            raise MeshError(f"{src}: no {word} section") from None
+            raise MeshError(f"{where}: no {word} section") from None
 
-    def numbers(start: int, count: int, dtype, what: str) -> np.ndarray:
-        chunk = tokens[start:start + count]
+    def count(position: int, what: str) -> int:
+        """The non-negative integer at ``tokens[position]``, a size announced by a section header."""
+        try:
+            value = int(tokens[position])
+        except (IndexError, ValueError):
+            raise MeshError(f"{where}: malformed {what} line") from None
+        if value < 0:
+            raise MeshError(f"{where}: {what} announces {value} values")
+        return value
+
+    def numbers(start: int, n: int, dtype: type, what: str) -> np.ndarray:
+        chunk = tokens[start:start + n]
         keyword = next((k for k, t in enumerate(chunk) if t[:1].isalpha() and t.upper() not in ("NAN", "INF")), None)
         if keyword is not None:
-            raise MeshError(f"{src}: truncated {what}: {count} values announced, {keyword} found "
-                            f"before {chunk[keyword]!r}")
-        if len(chunk) < count:
-            raise MeshError(f"{src}: truncated {what}: {count} values announced, {len(chunk)} found")
+            raise MeshError(f"{where}: truncated {what}: {n} values announced, {keyword} found "
+                            f"before {chunk[keyword][:40]!r}")
+        if len(chunk) < n:
+            raise MeshError(f"{where}: truncated {what}: {n} values announced, {len(chunk)} found")
         try:
-            return np.array(chunk, dtype=np.float64).astype(dtype) if dtype is not np.float64 else \
-                np.array(chunk, dtype=np.float64)
-        except ValueError:
-            bad = next(t for t in chunk if not _is_number(t))
-            raise MeshError(f"{src}: {what}: {bad!r} is not a number") from None
+            return np.array(chunk, dtype=dtype)
+        except (ValueError, OverflowError):
+            bad = next(t for t in chunk if not _is_number(t, dtype))
+            kind = "an integer index" if dtype is np.int64 else "a number"
+            raise MeshError(f"{where}: {what}: {bad[:40]!r} is not {kind}") from None
 
     for kind in ("LINES", "VERTICES", "TRIANGLE_STRIPS"):
-        if kind in upper and kind != "POLYGONS":
+        if kind in upper:
             i = upper.index(kind)
             if i + 1 < len(tokens) and tokens[i + 1].isdigit() and int(tokens[i + 1]) > 0:
-                raise MeshError(f"{src}: unsupported cell type {kind} in POLYDATA (only POLYGONS are read)")
+                raise MeshError(f"{where}: unsupported cell type {kind} in POLYDATA (only POLYGONS are read)")
     i = find("POINTS")
-    try:
-        n_points = int(tokens[i + 1])
-    except (IndexError, ValueError):
-        raise MeshError(f"{src}: malformed POINTS line") from None
+    n_points = count(i + 1, "POINTS")
     pts = numbers(i + 3, 3 * n_points, np.float64, "POINTS").reshape(-1, 3)
     j = find("POLYGONS")
-    try:
-        a, b = int(tokens[j + 1]), int(tokens[j + 2])
-    except (IndexError, ValueError):
-        raise MeshError(f"{src}: malformed POLYGONS line") from None
+    n_first, n_second = count(j + 1, "POLYGONS"), count(j + 2, "POLYGONS")
     if j + 3 < len(tokens) and upper[j + 3] == "OFFSETS":
-        offsets = numbers(j + 5, a, np.int64, "OFFSETS")
-        k = j + 5 + a
+        offsets = numbers(j + 5, n_first, np.int64, "OFFSETS")
+        k = j + 5 + n_first
         if k >= len(tokens) or upper[k] != "CONNECTIVITY":
-            raise MeshError(f"{src}: CONNECTIVITY must follow the {a} OFFSETS values")
-        conn = numbers(k + 2, b, np.int64, "CONNECTIVITY")
+            raise MeshError(f"{where}: CONNECTIVITY must follow the {n_first} OFFSETS values")
+        conn = numbers(k + 2, n_second, np.int64, "CONNECTIVITY")
         if len(offsets) == 0 or offsets[0] != 0 or (np.diff(offsets) < 0).any() or offsets[-1] != len(conn):
-            raise MeshError(f"{src}: OFFSETS must increase from 0 to {len(conn)} (the CONNECTIVITY length)")
+            raise MeshError(f"{where}: OFFSETS must increase from 0 to {len(conn)} (the CONNECTIVITY length)")
     else:
-        values = numbers(j + 3, b, np.int64, "POLYGONS")
-        offsets, conn = count_prefixed_to_csr(values, a)
+        values = numbers(j + 3, n_second, np.int64, "POLYGONS")
+        if n_first > len(values):  # every polygon takes at least its vertex count
+            raise MeshError(f"{where}: POLYGONS announces {n_first} polygons in {len(values)} values")
+        offsets, conn = count_prefixed_to_csr(values, n_first)
         if offsets[0] < 0:
-            raise MeshError(f"{src}: truncated POLYGONS: polygon {int(offsets[1])} runs past the {b} values announced")
+            raise MeshError(f"{where}: truncated POLYGONS: polygon {int(offsets[1])} runs past the "
+                            f"{n_second} values announced")
     z = pts[:, 2]
     if np.isfinite(z).all() and np.abs(z).max(initial=0.0) > 0:
-        raise MeshError(f"{src}: polygon meshes must lie in the plane z = 0 (max |z| = {np.abs(z).max():.3e})")
-    return polygon_mesh(pts[:, :2], offsets, conn, source=src, merge_tol=merge_tol)
+        raise MeshError(f"{where}: polygon meshes must lie in the plane z = 0 (max |z| = {np.abs(z).max():.3e})")
+    return polygon_mesh(pts[:, :2], offsets, conn, source=str(path), merge_tol=merge_tol)
 
 
-def _is_number(token: str) -> bool:
+def _is_number(token: str, dtype: type) -> bool:
     try:
-        float(token)
+        np.array([token], dtype=dtype)
         return True
-    except ValueError:
+    except (ValueError, OverflowError):
         return False
 
 
-_TRIANGLES = ("triangle",)
-_TETS = ("tetra",)
+# ---------------------------------------------------------------------------
+# everything else, through meshio
 
 
-def _read_with_meshio(path: Path, merge_tol: float) -> SimplexMesh:
+def _meshio_formats(path: Path) -> list[str]:
+    """The formats meshio would try for ``path``, by its (possibly double) extension."""
     import meshio
 
-    src = str(path)
+    formats, extension = [], ""
+    for suffix in reversed(path.suffixes):
+        extension = (suffix + extension).lower()
+        formats += meshio.extension_to_filetypes.get(extension, [])
+    return formats
+
+
+def _read_with_meshio(path: Path, head: bytes, merge_tol: float) -> SimplexMesh:
+    import meshio
+
+    where = f"mesh file '{path}'"
+    formats = _meshio_formats(path)
+    if not formats:
+        raise MeshError(f"{where}: unknown mesh file extension {path.suffix!r} (known: legacy VTK .vtk, VTU .vtu, "
+                        "Gmsh .msh and the other formats of meshio)")
+    if "gmsh" in formats and "ansys" in formats:
+        # meshio would try ANSYS first, whose reader can loop forever on a damaged Gmsh file
+        formats = ["ansys"] if head.lstrip().startswith(b"(") else ["gmsh"]
+    name = " or ".join(_FORMAT_NAMES.get(f, f.upper()) for f in formats)
+    file_format = formats[0] if len(formats) == 1 else None  # None: meshio tries them in turn
+    seconds = READ_SECONDS + READ_SECONDS_PER_MB * path.stat().st_size / 1e6
+    with capture_output() as said:
+        try:
+            mesh = _call_with_time_limit(lambda: meshio.read(path, file_format=file_format), seconds)
+        except _OutOfTime:
+            failure = (f"the reader did not finish within {seconds:.0f} s and was stopped; some of meshio's "
+                       "readers loop forever on a truncated file")
+        except MemoryError:
+            failure = "out of memory (the file is too large, or a count in it is corrupt)"
+        except (Exception, SystemExit) as exc:  # meshio raises many kinds (even SystemExit) on bad input
+            failure = _describe(exc)
+        else:
+            failure = None
+    complaints = _meshio_complaints(said)
+    if failure is not None:
+        details = "; ".join(c for c in complaints + [failure] if c) or _no_reason(path, head, formats)
+        raise MeshError(f"{where}: cannot be read as {name} (meshio: {details})")
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            mesh = meshio.read(path)
-    except meshio.ReadError as exc:
-        raise MeshError(f"{src}: cannot read mesh ({exc})") from None
-    except (Exception, SystemExit) as exc:  # meshio raises many kinds (even SystemExit) on bad input
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise MeshError(f"{src}: cannot read mesh ({type(exc).__name__}: {msg})") from None
-    points = np.asarray(mesh.points, dtype=np.float64)
+        fine = _from_meshio(mesh, where, str(path), merge_tol)
+    except MeshError as exc:
+        if complaints:
+            raise MeshError(f"{exc} (meshio: {'; '.join(complaints)})") from None
+        raise
+    if complaints:
+        warnings.warn(f"{where}: read as {name}, but meshio says: {'; '.join(complaints)}", MeshWarning,
+                      stacklevel=3)
+    return fine
+
+
+def _describe(exc: BaseException) -> str:
+    """A failure of a meshio reader in a few words; "" where meshio printed the reason itself."""
+    if isinstance(exc, SystemExit):  # meshio prints its reasons, then exits
+        return ""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"binary data where text was expected (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+    import meshio
+
+    text = one_line(exc)
+    if isinstance(exc, meshio.ReadError):
+        return _shortened(text)
+    return _shortened(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+
+
+def _meshio_complaints(said: CapturedOutput) -> list[str]:
+    """What meshio printed and warned, one line per message, without its closing "Couldn't read file"."""
+    text = said.printed
+    summary = text.find("Couldn't read file")  # meshio's own last word after a failure: ours replaces it
+    if summary >= 0:
+        text = text[:text.rfind("\n", 0, summary) + 1]
+    # meshio prints warnings through rich, which wraps long lines: a message runs to the next "Warning:"
+    messages = re.split(r"(?m)^\s*(?:Warning|Error):\s*", text)
+    complaints = [_shortened(one_line(m)) for m in messages if m.strip()]
+    return list(dict.fromkeys(complaints + [_shortened(w) for w in said.warning_texts()]))
+
+
+def _no_reason(path: Path, head: bytes, formats: list[str]) -> str:
+    """What we can say where meshio failed without a reason: how the XML fails, or how the file begins."""
+    if "vtu" in formats:
+        from xml.etree import ElementTree
+
+        try:
+            ElementTree.parse(path)
+        except ElementTree.ParseError as exc:
+            return f"no reason given; not well-formed XML: {_shortened(one_line(exc))}"
+        except OSError:
+            pass
+    line = head.lstrip().split(b"\n", 1)[0].strip()
+    if not line.isascii() or not line.decode("ascii").isprintable():
+        return "no reason given; the file begins with binary data"
+    return f"no reason given; the file begins with {_shortened(repr(line.decode('ascii')))}"
+
+
+def _shortened(text: str) -> str:
+    return text if len(text) <= _QUOTE_LENGTH else text[:_QUOTE_LENGTH - 3] + "..."
+
+
+class _OutOfTime(Exception):
+    """A reader did not finish in time (raised in the caller, and inside the reader to stop it)."""
+
+
+def _call_with_time_limit(function: Callable[[], Any], seconds: float) -> Any:
+    """``function()``, run in a worker thread that is stopped after ``seconds``.
+
+    Python cannot kill a thread, but it can raise an exception in one: the
+    reader gets :class:`_OutOfTime` at its next bytecode, so that a loop
+    that never ends (reading past the end of a truncated file) unwinds and
+    closes its file.  Code stuck inside one compiled call is left running.
+    """
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["value"] = function()
+        except BaseException as exc:  # SystemExit included: meshio exits after printing its reasons
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=work, name="polydg mesh reader", daemon=True)
+    worker.start()
+    try:
+        worker.join(seconds)
+    finally:  # out of time, or interrupted (Ctrl-C) while waiting
+        if worker.is_alive():
+            _raise_in_thread(worker, _OutOfTime)
+            worker.join(1.0)
+    if worker.is_alive() or isinstance(outcome.get("error"), _OutOfTime):
+        raise _OutOfTime()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _raise_in_thread(thread: threading.Thread, exc_type: type[BaseException]) -> None:
+    import ctypes
+
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(exc_type))
+
+
+# ---------------------------------------------------------------------------
+# meshio's Mesh to ours
+
+_TETS = ("tetra",)
+_POINT_TYPES = {"line", "vertex"}
+
+
+def _from_meshio(mesh: Any, where: str, source: str, merge_tol: float) -> SimplexMesh:
+    """The :class:`SimplexMesh` of a meshio Mesh: tetrahedra, triangles, or polygons (quads included)."""
+    try:
+        points = np.asarray(mesh.points, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise MeshError(f"{where}: the points are not numbers") from None
     if points.ndim != 2 or len(points) == 0:
-        raise MeshError(f"{src}: the file has no points")
-    blocks = {}
+        raise MeshError(f"{where}: the file has no points")
+    if points.shape[1] not in (2, 3):
+        raise MeshError(f"{where}: points have {points.shape[1]} coordinates (2 or 3 needed)")
+    blocks: dict[str, list[np.ndarray]] = {}
     for block in mesh.cells:
-        blocks.setdefault(block.type, []).append(block)
+        blocks.setdefault(block.type, []).append(_indices(block.data, f"{block.type} cells' vertex indices", where))
     types = set(blocks)
-    volume_types = types - {"line", "vertex"} - ({"triangle"} if "tetra" in types else set())
+    volume_types = types - _POINT_TYPES - ({"triangle"} if "tetra" in types else set())
     unsupported = {t for t in volume_types if t not in ("triangle", "tetra", "quad") and not t.startswith("polygon")}
     if unsupported or not volume_types:
-        raise MeshError(f"{src}: unsupported cell types {sorted(unsupported or types) or ['none']}: need triangles, "
-                        "tetrahedra or polygons")
+        raise MeshError(f"{where}: unsupported cell types {sorted(unsupported or types) or ['none']}: need "
+                        "triangles, tetrahedra or polygons")
     physical = _physical_tags(mesh)
     if types & set(_TETS):
-        cells = np.concatenate([b.data for t in _TETS for b in blocks.get(t, [])]).astype(np.int64)
-        facets, tags = _tagged(mesh, "triangle", physical)
-        other = types - {"tetra", "triangle", "line", "vertex"}
+        other = types - {"tetra", "triangle"} - _POINT_TYPES
         if other:
-            raise MeshError(f"{src}: unsupported cell types {sorted(other)} beside tetrahedra")
-        return SimplexMesh(points[:, :3], cells, facets, tags, source=src)
+            raise MeshError(f"{where}: unsupported cell types {sorted(other)} beside tetrahedra")
+        if points.shape[1] != 3:
+            raise MeshError(f"{where}: tetrahedra need 3D points, the file has 2D points")
+        cells = np.concatenate(blocks["tetra"])
+        facets, tags = _tagged(mesh, "triangle", physical, where)
+        return SimplexMesh(points, cells, facets, tags, source=source)
     if points.shape[1] == 3:
         z = points[:, 2]
         if np.isfinite(z).all() and np.abs(z).max(initial=0.0) > 0:
-            raise MeshError(f"{src}: 2D cells with non-zero z coordinates are not supported")
+            raise MeshError(f"{where}: 2D cells with non-zero z coordinates are not supported")
         points = points[:, :2]
     polygon_types = {t for t in types if t.startswith("polygon") or t == "quad"}
-    if "triangle" in types and not polygon_types:
-        cells = np.concatenate([b.data for b in blocks["triangle"]]).astype(np.int64)
-        facets, tags = _tagged(mesh, "line", physical)
-        other = types - {"triangle", "line", "vertex"}
-        if other:
-            raise MeshError(f"{src}: unsupported cell types {sorted(other)} beside triangles")
-        return SimplexMesh(points, cells, facets, tags, source=src)
-    if polygon_types:
-        other = types - polygon_types - {"triangle", "line", "vertex"}
-        if other:
-            raise MeshError(f"{src}: unsupported cell types {sorted(other)} beside polygons")
-        rows = [b.data for t in sorted(types - {"line", "vertex"}) for b in blocks[t]]
-        sizes = np.concatenate([np.full(len(r), r.shape[1]) for r in rows])
-        offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
-        conn = np.concatenate([r.ravel() for r in rows]).astype(np.int64)
-        return polygon_mesh(points, offsets, conn, source=src, merge_tol=merge_tol)
-    raise MeshError(f"{src}: unsupported cell types {sorted(types) or ['none']}: need triangles, tetrahedra or "
-                    "polygons")
+    if not polygon_types:
+        cells = np.concatenate(blocks["triangle"])
+        facets, tags = _tagged(mesh, "line", physical, where)
+        return SimplexMesh(points, cells, facets, tags, source=source)
+    rows = [r for t in sorted(types - _POINT_TYPES) for r in blocks[t]]
+    sizes = np.concatenate([np.full(len(r), r.shape[1]) for r in rows])
+    offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+    conn = np.concatenate([r.ravel() for r in rows])
+    return polygon_mesh(points, offsets, conn, source=source, merge_tol=merge_tol)
 
 
-def _physical_tags(mesh) -> list | None:
+def _indices(data: Any, what: str, where: str, ndim: int = 2) -> np.ndarray:
+    """A block's vertex indices (or tags, ``ndim=1``) as int64; the file's numbers must be integers."""
+    try:
+        array = np.asarray(data)
+        if ndim == 1:
+            array = array.reshape(-1)
+        if array.ndim != ndim:
+            raise ValueError
+        if not np.issubdtype(array.dtype, np.integer):
+            as_float = array.astype(np.float64)
+            if not (np.isfinite(as_float).all() and (as_float == np.round(as_float)).all()
+                    and np.abs(as_float).max(initial=0) < 2.0**62):
+                raise ValueError
+        return array.astype(np.int64)
+    except (TypeError, ValueError, OverflowError):
+        raise MeshError(f"{where}: the {what} are not integers in a table") from None
+
+
+def _physical_tags(mesh: Any) -> list | None:
     for key in ("gmsh:physical", "medit:ref", "cell_tags"):
         if key in mesh.cell_data:
             return mesh.cell_data[key]
     return None
 
 
-def _tagged(mesh, facet_type: str, physical) -> tuple[np.ndarray, np.ndarray]:
+def _tagged(mesh: Any, facet_type: str, physical: list | None, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """The boundary facets of type ``facet_type`` and their physical tags (None, None without tags)."""
     facets, tags = [], []
     if physical is not None:
         for block, data in zip(mesh.cells, physical):
             if block.type == facet_type:
-                facets.append(np.asarray(block.data, dtype=np.int64))
-                tags.append(np.asarray(data, dtype=np.int64).reshape(-1))
+                tag = _indices(data, f"physical tags of the {facet_type} cells", where, ndim=1)
+                if len(tag) != len(block.data):
+                    raise MeshError(f"{where}: {len(tag)} physical tags for {len(block.data)} {facet_type} cells")
+                facets.append(_indices(block.data, f"{facet_type} cells' vertex indices", where))
+                tags.append(tag)
     if not facets:
         return None, None
     return np.concatenate(facets), np.concatenate(tags)

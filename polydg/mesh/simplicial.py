@@ -14,6 +14,10 @@ import numpy as np
 
 from ..errors import MeshError
 
+#: the largest coordinate magnitude accepted: far beyond any physical length, and small
+#: enough that products of up to six coordinates (volumes, moments) cannot overflow
+MAX_COORDINATE = 1e50
+
 
 @dataclass
 class SimplexMesh:
@@ -85,13 +89,20 @@ class SimplexMesh:
         return int(self.cells.shape[0])
 
     def check(self) -> None:
-        """Raise :class:`MeshError` on NaN/inf coordinates or bad indices."""
+        """Raise :class:`MeshError` on NaN/inf or huge coordinates, or bad indices."""
         bad = ~np.isfinite(self.points).all(axis=1)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise MeshError(
                 f"{self.source}: point {i} has a non-finite coordinate "
                 f"{self.points[i].tolist()} ({int(bad.sum())} such points)"
+            )
+        huge = (np.abs(self.points) > MAX_COORDINATE).any(axis=1)
+        if huge.any():
+            i = int(np.flatnonzero(huge)[0])
+            raise MeshError(
+                f"{self.source}: point {i} has a coordinate beyond {MAX_COORDINATE:.0e} in magnitude "
+                f"{self.points[i].tolist()}"
             )
         if self.n_cells == 0:
             raise MeshError(f"{self.source}: the mesh has no cells")

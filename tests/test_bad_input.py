@@ -1,0 +1,384 @@
+"""Bad input: damaged mesh files and broken problem files fail with one line, nothing else printed.
+
+The readers are fuzzed in-process (hypothesis, reproducible): every damaged
+variant of a small valid file either reads into a valid mesh or raises a
+one-line MeshError, and nothing a third-party reader prints or warns gets
+through.  The command line is then run on a list of bad inputs: one line on
+stderr, exit code 2, nothing on stdout; bad mesh files even without --quiet,
+so that no progress line (nor the one announcing compiled kernels) comes first.
+"""
+
+import contextlib
+import io
+import os
+import re
+import subprocess
+import sys
+import threading
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import polydg.mesh.readers as readers
+from polydg.errors import MeshError, MeshWarning
+from polydg.mesh import build_polytopic_mesh, from_spec, read_mesh
+
+FUZZ = settings(max_examples=50, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+# ---------------------------------------------------------------------------
+# small valid files, one per format and flavour
+
+
+def polydata(legacy: bool) -> bytes:
+    """A 2 x 2 grid of squares as legacy VTK POLYDATA (VTK 5.1 or the count-prefixed form)."""
+    points = [(i / 2, j / 2) for i in range(3) for j in range(3)]
+    quads = [[3 * i + j, 3 * (i + 1) + j, 3 * (i + 1) + j + 1, 3 * i + j + 1] for i in range(2) for j in range(2)]
+    lines = ["# vtk DataFile Version 5.1", "grid", "ASCII", "DATASET POLYDATA", f"POINTS {len(points)} double"]
+    lines += [f"{x:g} {y:g} 0" for x, y in points]
+    if legacy:
+        lines.append(f"POLYGONS {len(quads)} {5 * len(quads)}")
+        lines += [" ".join(map(str, [4, *q])) for q in quads]
+    else:
+        lines += [f"POLYGONS {len(quads) + 1} {4 * len(quads)}", "OFFSETS vtktypeint64",
+                  " ".join(str(4 * k) for k in range(len(quads) + 1)), "CONNECTIVITY vtktypeint64",
+                  " ".join(str(v) for q in quads for v in q)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def meshio_bytes(mesh, suffix: str, **options) -> bytes:
+    import tempfile
+
+    import meshio
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / f"mesh{suffix}"
+        # meshio's writers print warnings of their own ("ASCII files are only meant for debugging")
+        with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            meshio.write(path, mesh, **options)
+        return path.read_bytes()
+
+
+def valid_files() -> dict[str, bytes]:
+    import meshio
+
+    square = from_spec("square:2")
+    xyz = np.column_stack([square.points, np.zeros(len(square.points))])
+    tagged = meshio.Mesh(xyz, [("triangle", square.cells), ("line", square.boundary_facets)],
+                         cell_data={"gmsh:physical": [np.zeros(square.n_cells, int), square.boundary_tags],
+                                    "gmsh:geometrical": [np.zeros(square.n_cells, int), square.boundary_tags]})
+    plain = meshio.Mesh(xyz, [("triangle", square.cells)])
+    cube = from_spec("cube:1")
+    tets = meshio.Mesh(cube.points, [("tetra", cube.cells)])
+    return {
+        "polydata.vtk": polydata(legacy=False),
+        "polydata-legacy.vtk": polydata(legacy=True),
+        "ascii.vtk": meshio_bytes(plain, ".vtk", binary=False),
+        "binary.vtk": meshio_bytes(plain, ".vtk", binary=True),
+        "ascii.vtu": meshio_bytes(plain, ".vtu", binary=False),
+        "compressed.vtu": meshio_bytes(plain, ".vtu"),
+        "gmsh22.msh": meshio_bytes(tagged, ".msh", file_format="gmsh22", binary=False),
+        "gmsh22-binary.msh": meshio_bytes(tagged, ".msh", file_format="gmsh22", binary=True),
+        "gmsh41.msh": meshio_bytes(plain, ".msh", file_format="gmsh", binary=False),
+        "tetrahedra.msh": meshio_bytes(tets, ".msh", file_format="gmsh22", binary=False),
+    }
+
+
+FORMATS = ["polydata.vtk", "polydata-legacy.vtk", "ascii.vtk", "binary.vtk", "ascii.vtu", "compressed.vtu",
+           "gmsh22.msh", "gmsh22-binary.msh", "gmsh41.msh", "tetrahedra.msh"]
+
+
+@pytest.fixture(scope="module")
+def valid() -> dict[str, bytes]:
+    files = valid_files()
+    assert list(files) == FORMATS
+    return files
+
+
+# ---------------------------------------------------------------------------
+# damage
+
+
+#: numbers that break counts and indices: negative, zero, past 32 and 64 bits, not integers
+EXTREMES = [b"-1", b"0", b"2147483648", b"9223372036854775807", b"-9223372036854775808", b"1" + b"0" * 30, b"1e308",
+            b"nan", b"2.5"]
+
+
+def damaged(original: bytes) -> st.SearchStrategy[bytes]:
+    """Variants of ``original``: truncated, bytes flipped, digits changed, a number made extreme, bytes
+    inserted or deleted, or its first lines followed by garbage."""
+    n = len(original)
+    position = st.integers(0, n)
+    numbers = [m.span() for m in re.finditer(rb"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w.])", original)]
+
+    def flip(changes):
+        data = bytearray(original)
+        for i, byte in changes:
+            data[i] = byte
+        return bytes(data)
+
+    digits = [i for i, c in enumerate(original) if chr(c).isdigit()]
+
+    def head(lines: int) -> bytes:
+        return b"".join(original.splitlines(keepends=True)[:lines])
+
+    return st.one_of(
+        position.map(lambda i: original[:i]),
+        st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, 255)), min_size=1, max_size=4).map(flip),
+        st.lists(st.tuples(st.sampled_from(digits), st.sampled_from(b"0123456789-")), min_size=1,
+                 max_size=3).map(flip),
+        st.tuples(st.sampled_from(numbers), st.sampled_from(EXTREMES)).map(
+            lambda t: original[:t[0][0]] + t[1] + original[t[0][1]:]),
+        st.tuples(position, st.binary(min_size=1, max_size=40)).map(lambda t: original[:t[0]] + t[1] + original[t[0]:]),
+        st.tuples(position, st.integers(1, 40)).map(lambda t: original[:t[0]] + original[t[0] + t[1]:]),
+        st.tuples(st.integers(1, 8), st.binary(max_size=80)).map(lambda t: head(t[0]) + t[1]),
+    )
+
+
+def reads_or_fails_on_one_line(path: Path, capfd) -> None:
+    """The property: a valid mesh or a one-line MeshError naming the file; no other output, no other warning."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            build_polytopic_mesh(read_mesh(path))
+        except MeshError as exc:
+            message = str(exc)
+            assert message.isprintable() and path.name in message, message
+    out, err = capfd.readouterr()
+    assert out == "" and err == "", f"printed by a reader: {out + err!r}"
+    for w in caught:
+        assert issubclass(w.category, MeshWarning) and str(w.message).isprintable(), f"warning: {w.message}"
+
+
+@pytest.fixture(scope="module")
+def fuzz_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("fuzz")
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_the_valid_files_read(name, valid, fuzz_dir):
+    path = fuzz_dir / name
+    path.write_bytes(valid[name])
+    mesh = build_polytopic_mesh(read_mesh(path))
+    assert mesh.measure.sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("name", FORMATS)
+@FUZZ
+@given(data=st.data())
+def test_damaged_files_read_or_fail_on_one_line(name, data, valid, fuzz_dir, capfd):
+    path = fuzz_dir / name
+    path.write_bytes(data.draw(damaged(valid[name]), label="file"))
+    reads_or_fails_on_one_line(path, capfd)
+
+
+@pytest.mark.parametrize("extension", [".vtk", ".vtu", ".msh"])
+@settings(FUZZ, max_examples=40)
+@given(content=st.binary(max_size=400))
+def test_random_bytes_fail_on_one_line(extension, content, fuzz_dir, capfd):
+    path = fuzz_dir / f"random{extension}"
+    path.write_bytes(content)
+    reads_or_fails_on_one_line(path, capfd)
+
+
+# ---------------------------------------------------------------------------
+# what meshio prints becomes part of the message
+
+
+VTK_HEADER = "# vtk DataFile Version 4.2\nmesh\nASCII\nDATASET UNSTRUCTURED_GRID\n"
+
+
+@pytest.mark.parametrize("name, text, words", [
+    ("header.vtk", "not a VTK header\nat all\n", ["cannot be read as legacy VTK (meshio: Illegal VTK header)"]),
+    ("garbage.vtk", VTK_HEADER + "garbage after the header\n", ["legacy VTK", "Unknown section 'GARBAGE'"]),
+    ("control.vtk", VTK_HEADER + "\x01\x07 data\n", [r"Unknown section '\x01\x07'"]),  # printable escapes
+    ("random.msh", "\x93\xff\x00\x12", ["cannot be read as Gmsh", "binary data"]),
+    ("tags.vtu", '<?xml version="1.0"?>\n<VTKFile type="UnstructuredGrid">\n<Piece', ["VTU", "not well-formed XML"]),
+    ("shape.xyz", "1 2 3\n", ["unknown mesh file extension '.xyz'"]),
+])
+def test_meshio_output_is_folded_into_the_message(tmp_path, capfd, name, text, words):
+    path = tmp_path / name
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.raises(MeshError) as info:
+        read_mesh(path)
+    message = str(info.value)
+    assert message.startswith(f"mesh file '{path}': ") and "\n" not in message
+    for word in words:
+        assert word in message
+    assert message.isprintable()
+    assert "Couldn't read file" not in message  # meshio's own summary gives way to ours
+    assert capfd.readouterr() == ("", "")
+
+
+def test_a_file_meshio_reads_with_complaints_gives_a_warning(tmp_path, capfd):
+    path = tmp_path / "open.msh"
+    path.write_text("$MeshFormat\n2.2 0 8\n$EndMeshFormat\n$Nodes\n3\n1 0 0 0\n2 1 0 0\n3 0 1 0\n$EndNodes\n"
+                    "$Elements\n1\n1 2 2 0 1 1 2 3\n")  # no $EndElements
+    with pytest.warns(MeshWarning, match=r"open\.msh': read as Gmsh, but meshio says: \$Elements not closed"):
+        mesh = read_mesh(path)
+    assert mesh.n_cells == 1
+    assert capfd.readouterr() == ("", "")
+
+
+def test_the_command_line_shows_input_warnings_on_one_line(tmp_path, capsys, monkeypatch):
+    from polydg.assemble import main
+
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # what main() would set for good
+
+    path = tmp_path / "open.msh"
+    path.write_text("$MeshFormat\n2.2 0 8\n$EndMeshFormat\n$Nodes\n3\n1 0 0 0\n2 1 0 0\n3 0 1 0\n$EndNodes\n"
+                    "$Elements\n1\n1 2 2 0 1 1 2 3\n")
+    assert main(["--mesh", str(path), "--problem", "paper-3d"]) == 2  # stops before any kernel compiles
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("polydg.assemble: warning: mesh file ") and "$Elements not closed" in lines[0]
+    assert lines[-1].startswith("polydg.assemble: error: problem 'paper-3d' is 3D")
+
+
+# ---------------------------------------------------------------------------
+# problem files: their output is held back, shown when they load, folded into the error when not
+
+
+def test_a_problem_file_that_loads_prints_as_usual(tmp_path, capsys):
+    from polydg.problem import load_problem
+
+    path = tmp_path / "chatty.py"
+    path.write_text("from polydg.problem import Problem\nprint('loading chatty')\n"
+                    "problem = Problem(name='chatty', diffusion=1.0, source=1.0)\n")
+    assert load_problem(f"{path}:problem", 2).name == "chatty"
+    assert capsys.readouterr().out == "loading chatty\n"
+
+
+def test_what_a_failing_problem_factory_prints_is_part_of_the_error(tmp_path, capfd):
+    from polydg.errors import ProblemError
+    from polydg.problem import load_problem
+
+    path = tmp_path / "factory.py"
+    path.write_text("import sys\ndef make(d):\n    print('making', d)\n    print('oops', file=sys.stderr)\n"
+                    "    raise ValueError(f'no {d}D problem')\n")
+    with pytest.raises(ProblemError, match=r"factory.py': make\(3\) raised ValueError: no 3D problem "
+                                           r"\(its output: making 3; oops\)$"):
+        load_problem(f"{path}:make", 3)
+    assert capfd.readouterr() == ("", "")
+
+
+# ---------------------------------------------------------------------------
+# readers that never finish are stopped
+
+
+def reader_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "polydg mesh reader"]
+
+
+def test_a_reader_that_never_finishes_is_stopped(tmp_path, monkeypatch, capfd, valid):
+    import meshio
+
+    def endless(*args, **kwargs):
+        while True:
+            pass
+
+    monkeypatch.setattr(readers, "READ_SECONDS", 0.2)
+    monkeypatch.setattr(readers, "READ_SECONDS_PER_MB", 0.0)
+    monkeypatch.setattr(meshio, "read", endless)
+    path = tmp_path / "square.vtu"
+    path.write_bytes(valid["compressed.vtu"])
+    with pytest.raises(MeshError, match=r"square\.vtu': cannot be read as VTU \(meshio: the reader did not finish"):
+        read_mesh(path)
+    assert reader_threads() == []  # stopped, not left spinning
+    assert capfd.readouterr() == ("", "")
+
+
+def test_a_truncated_ply_file_does_not_hang(tmp_path, monkeypatch, capfd):
+    # meshio 5.3's PLY reader looks for "end_header" past the end of the file forever
+    monkeypatch.setattr(readers, "READ_SECONDS", 0.5)
+    path = tmp_path / "cut.ply"
+    path.write_text("ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\n")
+    with pytest.raises(MeshError, match=r"cut\.ply': cannot be read as PLY"):
+        read_mesh(path)
+    assert reader_threads() == []
+    assert capfd.readouterr() == ("", "")
+
+
+# ---------------------------------------------------------------------------
+# the command line, one subprocess per bad input, run side by side
+
+
+CASES = ["empty mesh", "truncated polydata", "random bytes", "garbage after a header",
+         "wrong cell types", "2D mesh, 3D problem", "missing problem file", "syntax error", "raises on import",
+         "lacks NAME", "NAME is not a problem"]
+
+
+def bad_inputs(d: Path, valid: dict[str, bytes]) -> dict[str, tuple[list[str], list[str]]]:
+    """Write the bad input files into ``d``; name -> (command-line arguments, words of the error line).
+
+    Bad mesh files run without --quiet, so that any progress line (the mesh
+    was read, a kernel compiles) would show.  The cases that fail after the
+    mesh is read (problem files, a 2D mesh for a 3D problem) run with --quiet,
+    which keeps out the line saying the mesh was read.
+    """
+    import meshio
+
+    (d / "empty.vtk").write_bytes(b"")
+    polygons = valid["polydata.vtk"]
+    (d / "truncated.vtk").write_bytes(polygons[:polygons.index(b"POINTS") + 30])
+    (d / "random.msh").write_bytes(bytes(range(256))[::-7] * 3)
+    (d / "header.vtk").write_text(VTK_HEADER + "garbage after the header\n")
+    hexahedron = meshio.Mesh(np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0], [0, 0, 1], [1, 0, 1], [1, 1, 1],
+                                       [0, 1, 1]], float), [("hexahedron", np.arange(8)[None])])
+    meshio.write(d / "hexahedra.vtu", hexahedron)
+    (d / "square.vtk").write_bytes(polygons)
+    (d / "syntax.py").write_text("def broken(:\n")
+    (d / "raises.py").write_text("print('loading')\nimport warnings\nwarnings.warn('careful')\n"
+                                 "raise RuntimeError('no\\nproblem here')\n")
+    (d / "other.py").write_text("x = 1\nproblem = 42\n")
+    quiet = ["--quiet", "--mesh", "square:2"]
+    return {
+        "empty mesh": (["--mesh", d / "empty.vtk"], ["empty.vtk", "the file is empty"]),
+        "truncated polydata": (["--mesh", d / "truncated.vtk"], ["truncated.vtk", "truncated POINTS"]),
+        "random bytes": (["--mesh", d / "random.msh"], ["random.msh", "cannot be read as Gmsh"]),
+        "garbage after a header": (["--mesh", d / "header.vtk"], ["header.vtk", "meshio: Unknown section"]),
+        "wrong cell types": (["--mesh", d / "hexahedra.vtu"], ["hexahedra.vtu", "unsupported cell types"]),
+        "2D mesh, 3D problem": (["--quiet", "--mesh", d / "square.vtk", "--problem", "paper-3d"],
+                                ["paper-3d", "is 3D, the mesh is 2D"]),
+        "missing problem file": ([*quiet, "--problem", f"{d / 'missing.py'}:problem"], ["missing.py", "not found"]),
+        "syntax error": ([*quiet, "--problem", f"{d / 'syntax.py'}:problem"], ["syntax.py", "syntax error at line 1"]),
+        "raises on import": ([*quiet, "--problem", f"{d / 'raises.py'}:problem"],
+                             ["raises.py", "RuntimeError: no problem here",
+                              "its output: loading; UserWarning: careful"]),
+        "lacks NAME": ([*quiet, "--problem", f"{d / 'other.py'}:absent"], ["other.py", "no attribute 'absent'"]),
+        "NAME is not a problem": ([*quiet, "--problem", f"{d / 'other.py'}:problem"],
+                                  ["other.py", "problem is a int, expected a polydg.problem.Problem"]),
+    }
+
+
+def run_cli(args: list) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "polydg.assemble", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def cli_results(tmp_path_factory, valid) -> dict[str, tuple[subprocess.CompletedProcess, list[str]]]:
+    cases = bad_inputs(tmp_path_factory.mktemp("bad-input"), valid)
+    assert list(cases) == CASES
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
+        runs = {name: pool.submit(run_cli, args) for name, (args, _) in cases.items()}
+        return {name: (runs[name].result(), words) for name, (_, words) in cases.items()}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_from_the_command_line(cli_results, case):
+    result, words = cli_results[case]
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("polydg.assemble: error: ")
+    for word in words:
+        assert word in lines[0], lines[0]
