@@ -39,10 +39,6 @@ from polydg.partition import agglomerate
 from polydg.problem import builtin_problem
 from polydg.space import DGSpace
 
-#: a hash of the compiled polydg modules this one uses.  Numba caches compiled code by the text
-#: of its own file alone, so this line must change with theirs (tests/test_kernel_cache.py)
-_SOURCES_STAMP = "6961b15fe589454e"
-
 STAGES = ("gather", "pad + Legendre values", "moments", "block from moments", "write block and load")
 CASES = {"2d": ("oscillating-square:502", 8_337, "paper-2d"), "3d": ("cube:55", 100_000, "paper-3d")}
 

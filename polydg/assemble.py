@@ -21,6 +21,7 @@ import numpy as np
 
 from .backend import quiet_openmp_workers
 from .errors import OptionError, PolyDGError
+from .jit import announce_compilation
 
 DEFAULT_MESH = "square:64"
 DEFAULT_AGGLOMERATE = 256
@@ -137,47 +138,49 @@ def run(args: argparse.Namespace) -> dict:
     backend = resolve_backend(args.backend)
 
     fine = load_mesh(mesh_spec)
+    problem = load_problem(args.problem, fine.dim)  # before the first progress line: bad input is one line
     say(f"mesh {mesh_spec}: {fine}")
-    problem = load_problem(args.problem, fine.dim)
-    if n_agg > 0:
-        mesh = build_polytopic_mesh(fine, agglomerate_cells(fine, n_agg, seed=args.seed))
-        say(f"agglomerated {fine.n_cells:,} cells into {mesh.n_elements:,} elements")
-    else:
-        mesh = build_polytopic_mesh(fine)
-        say(f"polytopic mesh: {mesh.n_elements:,} elements")
-    if lo == hi:
-        degree = lo
-    else:
-        degree = np.random.default_rng(args.seed).integers(lo, hi + 1, size=mesh.n_elements)
-    space = DGSpace(mesh, degree)
-    say(f"DG space: {space}; problem {problem.name}")
+    # numba reports every compilation; the first one of polydg's kernels prints a line, and the total its time
+    with announce_compilation(say, f"{fine.dim}D assembly kernels"):
+        if n_agg > 0:
+            mesh = build_polytopic_mesh(fine, agglomerate_cells(fine, n_agg, seed=args.seed))
+            say(f"agglomerated {fine.n_cells:,} cells into {mesh.n_elements:,} elements")
+        else:
+            mesh = build_polytopic_mesh(fine)
+            say(f"polytopic mesh: {mesh.n_elements:,} elements")
+        if lo == hi:
+            degree = lo
+        else:
+            degree = np.random.default_rng(args.seed).integers(lo, hi + 1, size=mesh.n_elements)
+        space = DGSpace(mesh, degree)
+        say(f"DG space: {space}; problem {problem.name}")
 
-    def progress(stage: str, done: int, total: int) -> None:
-        if total > 1:
-            say(f"  {stage}: chunk {done}/{total}")
+        def progress(stage: str, done: int, total: int) -> None:
+            if total > 1:
+                say(f"  {stage}: chunk {done}/{total}")
 
-    runs, result = [], None
-    workspace = Workspace()  # the repeats reuse the quadrature points' and coefficients' arrays
-    for r in range(args.repeat):
-        result = None  # free the previous matrix first
-        result = assemble(space, problem, approach=args.approach, precision=args.precision, penalty=args.penalty,
-                          penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra,
-                          memory_budget_mb=args.memory_budget, backend=backend, progress=progress,
-                          workspace=workspace)
-        runs.append(result.info["timings"])
-        say(f"assembled {space.n_dofs:,} dofs, nnz {result.matrix.nnz:,} in "
-            f"{result.info['timings']['total_assembly']:.3f} s" + (f" (run {r + 1}/{args.repeat})" if args.repeat > 1 else ""))
-    del workspace  # its memory goes back before the solve
-    timings = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
+        runs, result = [], None
+        workspace = Workspace()  # the repeats reuse the quadrature points' and coefficients' arrays
+        for r in range(args.repeat):
+            result = None  # free the previous matrix first
+            result = assemble(space, problem, approach=args.approach, precision=args.precision, penalty=args.penalty,
+                              penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra,
+                              memory_budget_mb=args.memory_budget, backend=backend, progress=progress,
+                              workspace=workspace)
+            runs.append(result.info["timings"])
+            say(f"assembled {space.n_dofs:,} dofs, nnz {result.matrix.nnz:,} in "
+                f"{result.info['timings']['total_assembly']:.3f} s" + (f" (run {r + 1}/{args.repeat})" if args.repeat > 1 else ""))
+        del workspace  # its memory goes back before the solve
+        timings = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
 
-    x, solve_info, errs = None, None, None
-    if method:
-        x, solve_info = solve(result.matrix, result.rhs, method, block_sizes=space.element_dofs)
-        timings["solve"] = solve_info["seconds"]
-        say(f"solved ({solve_info.get('solver')}) in {solve_info['seconds']:.3f} s, "
-            f"residual {solve_info.get('residual', float('nan')):.2e}")
-        if problem.exact is not None:
-            errs = error_norms(space, problem, x, penalty_values=result.face_penalty)
+        x, solve_info, errs = None, None, None
+        if method:
+            x, solve_info = solve(result.matrix, result.rhs, method, block_sizes=space.element_dofs)
+            timings["solve"] = solve_info["seconds"]
+            say(f"solved ({solve_info.get('solver')}) in {solve_info['seconds']:.3f} s, "
+                f"residual {solve_info.get('residual', float('nan')):.2e}")
+            if problem.exact is not None:
+                errs = error_norms(space, problem, x, penalty_values=result.face_penalty)
     options = {"mesh": mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget,
                "repeat": args.repeat}
     summary = summary_dict(mesh=mesh, space=space, result=result, options=options, timings=timings, errors=errs,
@@ -220,20 +223,42 @@ def _write_output(directory: Path, space, result, x, summary) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code: 0 success, 2 bad input (one line on stderr), 1 internal error.
+
+    polydg's warnings about the input (e.g. what meshio said about a mesh file
+    it read nonetheless) are printed as one line each, and not at all with
+    ``--quiet``.
+    """
+    import warnings
+
+    from .errors import PolyDGWarning, one_line
+
     argv = sys.argv[1:] if argv is None else argv
     quiet_openmp_workers()  # before the first parallel kernel (see its docstring)
     debug = "--debug" in argv
+    quiet = "--quiet" in argv
+    show_other_warnings = warnings.showwarning
+
+    def show_warning(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, PolyDGWarning):
+            show_other_warnings(message, category, filename, lineno, file, line)
+        elif not quiet:
+            print(f"polydg.assemble: warning: {one_line(message)}", file=sys.stderr)
+
     try:
-        if any(a in ("-h", "--help") for a in argv):
-            build_parser().print_help()
-            return 0
-        args = build_parser().parse_args(argv)
-        run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = show_warning
+            if any(a in ("-h", "--help") for a in argv):
+                build_parser().print_help()
+                return 0
+            args = build_parser().parse_args(argv)
+            quiet = args.quiet
+            run(args)
         return 0
     except PolyDGError as exc:
         if debug:
             raise
-        print(f"polydg.assemble: error: {exc}", file=sys.stderr)
+        print(f"polydg.assemble: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("polydg.assemble: interrupted", file=sys.stderr)

@@ -43,6 +43,7 @@ import numba
 import numpy as np
 
 from .errors import OptionError
+from .threads import parallel_range, range_kernel
 
 __all__ = [
     "multi_indices",
@@ -322,25 +323,17 @@ eval_basis_point_inline = numba.njit(inline="always", fastmath=False)(eval_basis
 # NumPy-facing tabulation
 
 
-@numba.njit(cache=True, parallel=True)
-def _tabulate_kernel(points, lo, hi, pmax, indices, nb, want_grad, n_chunks, values, grads):  # pragma: no cover - compiled
-    """values[i, :nb] (and grads[i, :nb, :] when want_grad) at every point i.
-
-    Points are split into ``n_chunks`` contiguous chunks (1 <= n_chunks <= n),
-    one scratch set per chunk.
-    """
-    n, d = points.shape
-    for c in numba.prange(n_chunks):
-        i0 = (c * n) // n_chunks
-        i1 = ((c + 1) * n) // n_chunks
-        leg = np.empty((d, pmax + 1), dtype=points.dtype)
-        dleg = np.empty((d, pmax + 1), dtype=points.dtype)
-        gscratch = np.empty((nb, d), dtype=points.dtype)
-        for i in range(i0, i1):
-            if want_grad:
-                eval_basis_point_inline(points[i], lo[i], hi[i], pmax, indices, nb, leg, dleg, values[i], grads[i])
-            else:
-                eval_basis_point_inline(points[i], lo[i], hi[i], pmax, indices, nb, leg, dleg, values[i], gscratch)
+@range_kernel
+def _tabulate_kernel(i0, i1, points, lo, hi, pmax, indices, nb, want_grad, values, grads):  # pragma: no cover - compiled
+    """values[i, :nb] (and grads[i, :nb, :] when want_grad) at the points i0 <= i < i1."""
+    d = points.shape[1]
+    leg = np.empty((d, pmax + 1), dtype=points.dtype)
+    dleg = np.empty((d, pmax + 1), dtype=points.dtype)
+    gscratch = np.empty((nb, d), dtype=points.dtype)
+    for i in range(i0, i1):
+        # one inlined call site (each costs compile time): the gradients go to grads[i] or to scratch
+        g = grads[i] if want_grad else gscratch
+        eval_basis_point_inline(points[i], lo[i], hi[i], pmax, indices, nb, leg, dleg, values[i], g)
 
 
 def _prepare(points, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -375,8 +368,7 @@ def _run(points, lo, hi, p: int, want_grad: bool):
     values = np.empty((n, nb), dtype=points.dtype)
     grads = np.empty((n, nb, d) if want_grad else (0, nb, d), dtype=points.dtype)
     if n:
-        n_chunks = min(n, 8 * numba.get_num_threads())
-        _tabulate_kernel(points, lo, hi, p, indices, nb, want_grad, n_chunks, values, grads)
+        parallel_range(_tabulate_kernel, 0, n, points, lo, hi, p, indices, nb, want_grad, values, grads)
     return values, (grads if want_grad else None)
 
 

@@ -15,10 +15,6 @@ from polydg.assembly import kernels as K
 from polydg.assembly.batched import BATCH, contract
 from polydg.basis import legendre_recurrence, multi_indices
 
-#: a hash of the compiled polydg modules this one uses.  Numba caches compiled code by the text
-#: of its own file alone, so this line must change with theirs (tests/test_kernel_cache.py)
-_SOURCES_STAMP = "db8463c8dbb9edf9"
-
 
 def _box(rng, d, p):
     lo = rng.uniform(-1, 0, d)

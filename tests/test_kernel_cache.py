@@ -1,134 +1,110 @@
-"""Compiled-kernel caches never outlive the code they were compiled from.
+"""Compiled-kernel caches never outlive the code they were compiled from (``polydg.jit``).
 
-Numba's on-disk cache (``cache=True``) keys a function by the text of the
-file that defines it, and by nothing else: a kernel in ``kernels.py`` that
-inlines a function of ``batched.py`` keeps its cached machine code when
-only ``batched.py`` changes, in a working copy or in an upgraded install
-(pip leaves ``__pycache__`` behind).  So every module whose compiled code
-uses another polydg module with compiled functions carries a stamp, a hash
-of those modules' text, in its own text; this test keeps the stamps up to
-date, and an out-of-date stamp fails it.  Update them with
-
-    python tests/test_kernel_cache.py
+Numba keys a cached function by the text of its own file only; polydg
+therefore caches in a directory named after a hash of all its sources.
+These tests edit a copy of the package, never the package itself.
 """
 
 from __future__ import annotations
 
-import ast
-import hashlib
-import re
+import os
+import shutil
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
-import pytest
-
 import polydg
+from polydg import jit
 
 PACKAGE = Path(polydg.__file__).parent
-STAMP = re.compile(r'^_SOURCES_STAMP = "([0-9a-f]*)"$', re.M)
-COMPILED = re.compile(r"@(numba\.)?njit\b")
+
+#: a kernel in one module that freezes a constant of another module (batched.PAD) into its machine code
+PROBE = '''
+from numba import njit
+
+from .assembly.batched import PAD
 
 
-def _is_compiled(path: Path) -> bool:
-    return COMPILED.search(path.read_text()) is not None
+@njit(cache=True)
+def pad_probe():
+    return PAD
+'''
+
+RUN_PROBE = """
+import polydg, polydg._probe as m
+print(m.pad_probe(), m.pad_probe.stats.cache_hits.get((), 0), polydg.CACHE_DIRECTORY)
+"""
 
 
-def _cached_modules() -> list[Path]:
-    """polydg's modules, the launch/ scripts and the tests with compiled functions cached on disk."""
-    files = list(PACKAGE.rglob("*.py")) + [p for folder in ("launch", "tests")
-                                            for p in (PACKAGE.parent / folder).glob("*.py")]
-    return sorted(p for p in files if _is_compiled(p) and "cache=True" in p.read_text())
+def _copy_package(root: Path) -> Path:
+    shutil.copytree(PACKAGE, root / "polydg", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "polydg" / "_probe.py").write_text(PROBE)
+    return root / "polydg"
 
 
-def _module_file(parts: list[str]) -> list[Path]:
-    """The file of polydg module ``parts`` (a list of names below the package), if there is one."""
-    target = PACKAGE.joinpath(*parts)
-    return [c for c in (target.with_suffix(".py"), target / "__init__.py") if c.exists()]
+def _run_probe(root: Path, cache_base: Path) -> tuple[int, int, str]:
+    env = dict(os.environ, PYTHONPATH=str(root), NUMBA_CACHE_DIR=str(cache_base))
+    out = subprocess.run([sys.executable, "-c", RUN_PROBE], env=env, cwd=root, capture_output=True, text=True,
+                         timeout=300, check=True).stdout.split()
+    return int(out[0]), int(out[1]), out[2]
 
 
-def _imported_modules(path: Path) -> set[Path]:
-    """The polydg modules that ``path`` imports: ``from .x import y``, ``from polydg.x import y``
-    (module x, and x.y where y is a module), ``import polydg.x``."""
-    here = list(path.parent.relative_to(PACKAGE).parts) if PACKAGE in path.parents else None
-    out: set[Path] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            module = (node.module or "").split(".") if node.module else []
-            if node.level > 0 and here is not None:
-                base = here[:len(here) - (node.level - 1)] + module
-            elif node.level == 0 and module[:1] == ["polydg"]:
-                base = module[1:]
-            else:
-                continue
-            out.update(_module_file(base))
-            for alias in node.names:
-                out.update(_module_file(base + [alias.name]))
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                parts = alias.name.split(".")
-                if parts[0] == "polydg":
-                    out.update(_module_file(parts[1:]))
-    out.discard(path)
-    return out
+def test_editing_a_dependency_recompiles_the_kernels_that_inline_it(tmp_path):
+    package = _copy_package(tmp_path)
+    base = tmp_path / "cache"
+    value, hits, first_dir = _run_probe(tmp_path, base)
+    assert (value, hits) == (4, 0)  # compiled
+    assert _run_probe(tmp_path, base) == (4, 1, first_dir)  # loaded from the cache
+    # edit only the dependency: Numba alone would load the probe's stale machine code (PAD = 4)
+    batched = package / "assembly" / "batched.py"
+    text = batched.read_text()
+    assert "\nPAD = 4\n" in text
+    batched.write_text(text.replace("\nPAD = 4\n", "\nPAD = 8\n"))
+    value, hits, second_dir = _run_probe(tmp_path, base)
+    assert (value, hits) == (8, 0) and second_dir != first_dir
+    assert Path(first_dir).parent == Path(second_dir).parent == base
 
 
-def compiled_dependencies(path: Path) -> list[Path]:
-    """The modules with compiled functions that ``path`` imports: its stamp covers their text."""
-    return sorted(p for p in _imported_modules(path) if _is_compiled(p))
+def test_the_cache_directory_is_keyed_by_the_sources(tmp_path):
+    package = _copy_package(tmp_path)
+    before = jit.source_hash(package)
+    assert before == jit.source_hash(package) and len(before) == 16
+    (package / "report.py").write_text((package / "report.py").read_text() + "\n# an edit\n")
+    assert jit.source_hash(package) != before
+    # the running package uses its own directory, and child processes inherit it
+    assert polydg.CACHE_DIRECTORY.name == f"polydg-{jit.source_hash()}"
+    assert os.environ["NUMBA_CACHE_DIR"] == str(polydg.CACHE_DIRECTORY)
 
 
-def expected_stamp(path: Path, texts: dict[Path, bytes] | None = None) -> str:
-    """The hash of the dependencies' text (read from ``texts`` where given, else from disk)."""
-    digest = hashlib.sha256()
-    for dependency in compiled_dependencies(path):
-        digest.update(dependency.relative_to(PACKAGE).as_posix().encode())
-        digest.update((texts or {}).get(dependency) or dependency.read_bytes())
-    return digest.hexdigest()[:16]
+def test_the_cache_base_follows_the_environment(tmp_path):
+    assert jit.cache_base({"NUMBA_CACHE_DIR": str(tmp_path)}) == tmp_path
+    # a directory set by a parent polydg process counts as its base
+    assert jit.cache_base({"NUMBA_CACHE_DIR": str(tmp_path / "polydg-0123456789abcdef")}) == tmp_path
+    assert jit.cache_base({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "polydg"
+    env = {"NUMBA_CACHE_DIR": str(tmp_path)}
+    chosen = jit.use_cache_directory(env)
+    assert env["NUMBA_CACHE_DIR"] == str(chosen) and chosen.parent == tmp_path
 
 
-def stamped_modules() -> list[Path]:
-    return [p for p in _cached_modules() if compiled_dependencies(p)]
+def test_compilation_is_announced_and_cache_loads_are_not():
+    from numba import njit
 
+    said = []
+    with jit.announce_compilation(said.append, "test kernels"):
+        njit(lambda x: x + 1)(1)  # not a polydg function: says nothing
+    assert said == []
+    source = textwrap.dedent("""
+        from numba import njit
 
-@pytest.mark.parametrize("path", stamped_modules(), ids=lambda p: p.relative_to(PACKAGE.parent).as_posix())
-def test_compiled_modules_carry_the_stamp_of_the_compiled_code_they_use(path):
-    found = STAMP.findall(path.read_text())
-    assert len(found) == 1, f"{path} needs one line _SOURCES_STAMP = \"...\" (run python {__file__})"
-    assert found[0] == expected_stamp(path), (
-        f"{path.name} uses compiled code of {[p.name for p in compiled_dependencies(path)]}, which changed: "
-        f"its Numba cache would keep the old machine code; run python {__file__}")
-
-
-def test_the_stamp_follows_every_dependency():
-    """A change to any one dependency's text changes the stamp (so the module's cache is dropped)."""
-    kernels = PACKAGE / "assembly" / "kernels.py"
-    dependencies = compiled_dependencies(kernels)
-    assert {"batched.py", "moments.py", "forms.py", "basis.py"} <= {p.name for p in dependencies}
-    before = expected_stamp(kernels)
-    for dependency in dependencies:
-        changed = {dependency: dependency.read_bytes() + b"\n# one more line\n"}
-        assert expected_stamp(kernels, changed) != before, dependency
-    assert expected_stamp(kernels) == before
-
-
-def update() -> None:
-    """Rewrite every stamp, dependencies first (a stamp line is part of its module's text)."""
-    for _ in range(len(stamped_modules()) + 1):
-        changed = False
-        for path in stamped_modules():
-            text = path.read_text()
-            line = f'_SOURCES_STAMP = "{expected_stamp(path)}"'
-            new = STAMP.sub(line, text) if STAMP.search(text) else None
-            if new is None:
-                sys.exit(f"{path}: add a line {line} after its imports, with a comment saying why")
-            if new != text:
-                path.write_text(new)
-                print(f"updated {path.relative_to(PACKAGE.parent).as_posix()}")
-                changed = True
-        if not changed:
-            return
-    sys.exit("the stamps did not settle: a cycle of imports between compiled modules?")
-
-
-if __name__ == "__main__":
-    update()
+        @njit
+        def f(x):
+            return x + 2
+    """)
+    namespace = {"__name__": "polydg._announce_probe"}
+    exec(compile(source, "<probe>", "exec"), namespace)
+    with jit.announce_compilation(said.append, "test kernels"):
+        assert namespace["f"](1) == 3
+        assert namespace["f"](2) == 4  # compiled once: one message pair
+    assert said[0] == "compiling the test kernels (first run only, cached for later runs)"
+    assert len(said) == 2 and said[1].startswith("compiled the test kernels in ")

@@ -20,10 +20,6 @@ from polydg.partition import agglomerate
 from polydg.problem import builtin_problem
 from polydg.space import DGSpace
 
-#: a hash of the compiled polydg modules this one uses.  Numba caches compiled code by the text
-#: of its own file alone, so this line must change with theirs (tests/test_kernel_cache.py)
-_SOURCES_STAMP = "5650a4f2ef859bd3"
-
 
 @pytest.mark.parametrize("p", [0, 1, 2, 3, 5])
 def test_legendre_products_are_short_legendre_series(p):

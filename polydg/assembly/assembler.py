@@ -26,11 +26,9 @@ Three reductions give the same matrix up to round-off:
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-import numba
 import numpy as np
 import scipy.sparse as sp
 
@@ -38,6 +36,7 @@ from ..backend import resolve_backend
 from ..basis import legendre_recurrence, multi_indices
 from ..errors import OptionError
 from ..quadrature import default_degree
+from ..threads import run_tasks, thread_count
 from . import kernels as K
 from .moments import moment_tables
 from .pattern import SparsityPattern, compile_pattern_kernels, sparsity_pattern
@@ -80,14 +79,6 @@ class AssemblyResult:
 
 #: points per piece of a coefficient evaluation (see :class:`_Coefficients`)
 COEFFICIENT_PIECE = 131_072
-_POOL: ThreadPoolExecutor | None = None
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=max(1, numba.config.NUMBA_NUM_THREADS))
-    return _POOL
 
 
 class _Coefficients:
@@ -115,9 +106,9 @@ class _Coefficients:
     def _eval(self, methods: dict[str, Callable], x: np.ndarray) -> dict[str, np.ndarray]:
         """``{name: method(x)}`` cast to the working precision, piece by piece for large batches.
 
-        ``threads`` tasks (the calling thread and ``threads - 1`` of the pool)
-        take every ``threads``-th piece; a piece's ProblemError is re-raised
-        after all tasks have stopped.
+        The pieces are tasks of :func:`~polydg.threads.run_tasks` on
+        ``threads`` threads; a piece's ProblemError is re-raised after all
+        threads have stopped.
         """
         n = len(x)
         out = {name: np.ascontiguousarray(method(x), dtype=self.dtype)
@@ -130,23 +121,13 @@ class _Coefficients:
             out[name] = np.empty(shape, self.dtype) if self.workspace is None else self.workspace.take(
                 name, shape, self.dtype)
         cuts = list(range(0, n, COEFFICIENT_PIECE)) + [n]
-        tasks = max(1, min(self.threads, len(cuts) - 1))
 
-        def work(task: int) -> None:
-            for k in range(task, len(cuts) - 1, tasks):
-                lo, hi = cuts[k], cuts[k + 1]
-                for name, method in pieces.items():
-                    out[name][lo:hi] = method(x[lo:hi])
+        def piece(k: int) -> None:
+            lo, hi = cuts[k], cuts[k + 1]
+            for name, method in pieces.items():
+                out[name][lo:hi] = method(x[lo:hi])
 
-        others = [_pool().submit(work, task) for task in range(1, tasks)]
-        errors: list[BaseException] = []
-        try:
-            work(0)
-        except Exception as exc:  # noqa: BLE001 - re-raised below, after the other tasks
-            errors.append(exc)
-        errors += [e for e in (future.exception() for future in others) if e is not None]  # waits for each
-        if errors:
-            raise errors[0]
+        run_tasks(piece, len(cuts) - 1, self.threads)
         return out
 
     def _A_B(self) -> dict[str, Callable]:
@@ -338,7 +319,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     rec = legendre_recurrence(2 * space.max_degree, dtype)  # the moments reach degree 2 pmax
     if workspace is None:
         workspace = Workspace()  # points and coefficients of one chunk at a time, reused by the next
-    coeff = _Coefficients(problem, d, dtype, numba.get_num_threads(), workspace)
+    coeff = _Coefficients(problem, d, dtype, thread_count(), workspace)
     timer = _Timer()
     t = time.perf_counter()
     compile_pattern_kernels()

@@ -27,20 +27,21 @@ references the tests compare the batched kernels with.
 Coefficient arrays have either one row per quadrature point or a single row
 (constant coefficient, never expanded); ``_row(r, a)`` picks the right one.
 
-Numba's on-disk cache of a kernel is keyed on this file only: after editing
-``batched.py``, ``moments.py``, ``forms.py`` or ``basis.py`` in a checkout, delete
-``polydg/**/__pycache__/*.nb*`` (an install always recompiles).
+The kernels are serial loops over a range of elements or faces, run on
+several threads by :func:`~polydg.threads.parallel_range`; Numba caches them
+on disk in a directory per version of polydg's sources (:mod:`polydg.jit`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ..basis import element_box_tables, eval_basis_point_scaled
+from ..threads import parallel_range, range_kernel
 from .batched import (A_ISOTROPIC, A_POINTWISE, BATCH, PAD, basis_flux_batch, basis_flux_boxes, contract,
                       contract_span, gather_face_points, gather_volume_coefficients, interior_trial_batch,
                       pad_face_batch, point_box)
@@ -48,14 +49,7 @@ from .forms import dirichlet_point, inflow_point, interior_face_point, load_poin
 from .moments import (MOMENT_BATCH, block_from_moments, legendre_values_batch, moment_rows, pad_moment_batch,
                       volume_moments_batch)
 
-#: a hash of the compiled polydg modules this one uses.  Numba caches compiled code by the text
-#: of its own file alone, so this line must change with theirs (tests/test_kernel_cache.py)
-_SOURCES_STAMP = "adcc372862b100d6"
-
 DIFFUSIVE, INFLOW = 0, 1
-
-#: consecutive elements per parallel task of the row kernels (work arrays are per task)
-TASK_ELEMENTS = 16
 
 
 @njit(cache=True, inline="always")
@@ -290,7 +284,7 @@ def _element_rows_kernel(dim: int):
     same code with the dimension read from the arrays.
     """
 
-    @njit(parallel=True, cache=True)
+    @range_kernel
     def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
                      row_base, row_width, block_start, diag_entry, dof_offsets, first_row, want_load,
                      psi, counts, iso_start, iso_rows, iso_src, iso_coef, full_start, full_rows, full_src, full_coef,
@@ -298,22 +292,20 @@ def _element_rows_kernel(dim: int):
         d = dim
         nbmax = table.shape[0]
         pmax = _table_degree(table)
-        n_tasks = (e_hi - e_lo + TASK_ELEMENTS - 1) // TASK_ELEMENTS
-        for task in prange(n_tasks):
-            L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S = _moment_scratch(d, nbmax, pmax, psi.shape[0], data)
-            box, scale = _box_scratch(d, pmax, data)
-            for e in range(e_lo + task * TASK_ELEMENTS, min(e_hi, e_lo + (task + 1) * TASK_ELEMENTS)):
-                nb, p = nbasis[e], degree[e]
-                # the block's rows are far apart in memory: their loads overlap the moments' work
-                _prefetch_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], nb, nb)
-                element_box_tables(lo[e], hi[e], p, box, scale)
-                a_kind = volume_moments(pts[element_offsets[e] - s_lo], pts[element_offsets[e + 1] - s_lo], X, W, A,
-                                        B, C, F, want_load, box, rec, p, psi, counts, L, xb, w, Ab, Bb, Cb, Fb, mu)
-                volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src,
-                             iso_coef, full_start, full_rows, full_src, full_coef, S, block, vec)
-                _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
-                if want_load:
-                    _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
+        L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S = _moment_scratch(d, nbmax, pmax, psi.shape[0], data)
+        box, scale = _box_scratch(d, pmax, data)
+        for e in range(e_lo, e_hi):
+            nb, p = nbasis[e], degree[e]
+            # the block's rows are far apart in memory: their loads overlap the moments' work
+            _prefetch_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], nb, nb)
+            element_box_tables(lo[e], hi[e], p, box, scale)
+            a_kind = volume_moments(pts[element_offsets[e] - s_lo], pts[element_offsets[e + 1] - s_lo], X, W, A,
+                                    B, C, F, want_load, box, rec, p, psi, counts, L, xb, w, Ab, Bb, Cb, Fb, mu)
+            volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src,
+                         iso_coef, full_start, full_rows, full_src, full_coef, S, block, vec)
+            _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
+            if want_load:
+                _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
 
     return element_rows
 
@@ -327,12 +319,12 @@ def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, *args) -> None:
     An element's sub-simplices are consecutive, and so are their points: the
     element's moments are summed over them in order, in runs of
     ``MOMENT_BATCH`` points, and its diagonal block and load are formed and
-    written once.  Each parallel task takes ``TASK_ELEMENTS`` consecutive
-    elements so that its work arrays are allocated once.  ``rec`` must reach
+    written once.  Each task of :func:`~polydg.threads.parallel_range` takes
+    a range of consecutive elements and allocates its work arrays once.  ``rec`` must reach
     degree 2 pmax (the moments' Legendre values).
     """
     _check_moment_arguments(args[9], args[10])
-    _ELEMENT_ROWS[X.shape[1]](e_lo, e_hi, element_offsets, s_lo, pts, X, *args)
+    parallel_range(_ELEMENT_ROWS[X.shape[1]], e_lo, e_hi, element_offsets, s_lo, pts, X, *args)
 
 
 @njit(cache=True, inline="always")
@@ -362,7 +354,7 @@ def _segment_scratch(d, like):  # pragma: no cover - compiled
             np.empty(MAX_SEGMENTS, np.bool_), np.empty((d, 3, BATCH), like.dtype))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def _element_batch_flush(n, n_seg, segments, e, adj_col, batch, tables_K, pK, nbK, elements, rec, table,
                          work, csr):  # pragma: no cover - compiled
     """Add a batch of n points from several interfaces of element K = e to its blocks.
@@ -405,69 +397,67 @@ def _element_batch_flush(n, n_seg, segments, e, adj_col, batch, tables_K, pK, nb
 def _interior_rows_kernel(dim: int):
     """:func:`interior_rows` compiled for one space dimension (see :func:`_element_rows_kernel`)."""
 
-    @njit(parallel=True, cache=True)
+    @range_kernel
     def interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_offsets, face_local, pts,
                       X, W, A, B, normal, sigma, lo, hi, degree, nbasis, table, rec,
                       row_base, row_width, block_start, diag_entry, data):  # pragma: no cover - compiled
         d = dim
         nbmax = table.shape[0]
         pmax = _table_degree(table)
-        n_tasks = (e_hi - e_lo + TASK_ELEMENTS - 1) // TASK_ELEMENTS
-        for task in prange(n_tasks):
-            SK, SN, U, L, dL, xb, An, w, coef, nvec, bKK, bKN = _face_scratch(d, nbmax, pmax, data)
-            seg_k, seg_lo, seg_hi, seg_done, boxes = segments = _segment_scratch(d, data)
-            boxK, scaleK = tables_K = _box_scratch(d, pmax, data)
-            batch = (xb, w, An, coef)
-            elements = (degree, nbasis)
-            work = (L, dL, SK, SN, U, bKK, bKN)
-            csr = (row_base, row_width, block_start, data)
-            for e in range(e_lo + task * TASK_ELEMENTS, min(e_hi, e_lo + (task + 1) * TASK_ELEMENTS)):
-                nbK, pK = nbasis[e], degree[e]
-                _prefetch_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], nbK, nbK)
-                bKK[:nbK, :nbK] = 0.0
-                bKN[:nbK, :nbmax] = 0.0
-                element_box_tables(lo[e], hi[e], pK, boxK, scaleK)
-                q = 0  # points in the batch
-                n_seg = 0
-                for k in range(adj_offsets[e], adj_offsets[e + 1]):
-                    t = adj_interface[k]
-                    if t < 0:
-                        continue
-                    c = adj_col[k]
-                    sign = 1.0 if e < c else -1.0
-                    _prefetch_block(data, row_base[e], row_width[e], block_start[k], nbK, nbasis[c])
-                    first = q  # this interface's segment starts here (a multiple of PAD)
-                    f_last = interface_offsets[t + 1] - 1
-                    for f in range(interface_offsets[t], f_last + 1):
-                        fl = face_local[f]
-                        for m in range(d):
-                            nvec[m] = sign * normal[f, m]
-                        r, r_end = pts[fl], pts[fl + 1]
-                        while r < r_end:  # the face's points, in runs that fill the batch
-                            run = min(BATCH - q, r_end - r)
-                            gather_face_points(q, r, run, X, W, A, B, nvec, sigma[f], xb, w, An, coef)
-                            q += run
-                            r += run
-                            if q == BATCH:
-                                seg_k[n_seg], seg_lo[n_seg], seg_hi[n_seg] = k, first, q
-                                seg_done[n_seg] = r == r_end and f == f_last
-                                point_box(lo[c], hi[c], first, q, boxes)
-                                _element_batch_flush(q, n_seg + 1, segments, e, adj_col, batch, tables_K, pK, nbK,
-                                                     elements, rec, table, work, csr)
-                                q = first = n_seg = 0
-                    if q > first:  # the interface's (last) segment ends inside the batch: pad it to PAD slots
-                        q = pad_face_batch(q, xb, w, An, coef)
-                        seg_k[n_seg], seg_lo[n_seg], seg_hi[n_seg], seg_done[n_seg] = k, first, q, True
-                        point_box(lo[c], hi[c], first, q, boxes)
-                        n_seg += 1
+        SK, SN, U, L, dL, xb, An, w, coef, nvec, bKK, bKN = _face_scratch(d, nbmax, pmax, data)
+        seg_k, seg_lo, seg_hi, seg_done, boxes = segments = _segment_scratch(d, data)
+        boxK, scaleK = tables_K = _box_scratch(d, pmax, data)
+        batch = (xb, w, An, coef)
+        elements = (degree, nbasis)
+        work = (L, dL, SK, SN, U, bKK, bKN)
+        csr = (row_base, row_width, block_start, data)
+        for e in range(e_lo, e_hi):
+            nbK, pK = nbasis[e], degree[e]
+            _prefetch_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], nbK, nbK)
+            bKK[:nbK, :nbK] = 0.0
+            bKN[:nbK, :nbmax] = 0.0
+            element_box_tables(lo[e], hi[e], pK, boxK, scaleK)
+            # points and segments in the batch; int64, not literal zeros, so that the flush compiles once
+            q = n_seg = np.int64(0)
+            for k in range(adj_offsets[e], adj_offsets[e + 1]):
+                t = adj_interface[k]
+                if t < 0:
+                    continue
+                c = adj_col[k]
+                sign = 1.0 if e < c else -1.0
+                _prefetch_block(data, row_base[e], row_width[e], block_start[k], nbK, nbasis[c])
+                first = q  # this interface's segment starts here (a multiple of PAD)
+                f_last = interface_offsets[t + 1] - 1
+                for f in range(interface_offsets[t], f_last + 1):
+                    fl = face_local[f]
+                    for m in range(d):
+                        nvec[m] = sign * normal[f, m]
+                    r, r_end = pts[fl], pts[fl + 1]
+                    while r < r_end:  # the face's points, in runs that fill the batch
+                        run = min(BATCH - q, r_end - r)
+                        gather_face_points(q, r, run, X, W, A, B, nvec, sigma[f], xb, w, An, coef)
+                        q += run
+                        r += run
                         if q == BATCH:
-                            _element_batch_flush(q, n_seg, segments, e, adj_col, batch, tables_K, pK, nbK,
+                            seg_k[n_seg], seg_lo[n_seg], seg_hi[n_seg] = k, first, q
+                            seg_done[n_seg] = r == r_end and f == f_last
+                            point_box(lo[c], hi[c], first, q, boxes)
+                            _element_batch_flush(q, n_seg + 1, segments, e, adj_col, batch, tables_K, pK, nbK,
                                                  elements, rec, table, work, csr)
-                            q = n_seg = 0
-                if q > 0:
-                    _element_batch_flush(q, n_seg, segments, e, adj_col, batch, tables_K, pK, nbK, elements,
-                                         rec, table, work, csr)
-                _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], bKK, nbK, nbK)
+                            q = first = n_seg = np.int64(0)
+                if q > first:  # the interface's (last) segment ends inside the batch: pad it to PAD slots
+                    q = pad_face_batch(q, xb, w, An, coef)
+                    seg_k[n_seg], seg_lo[n_seg], seg_hi[n_seg], seg_done[n_seg] = k, first, q, True
+                    point_box(lo[c], hi[c], first, q, boxes)
+                    n_seg += 1
+                    if q == BATCH:
+                        _element_batch_flush(q, n_seg, segments, e, adj_col, batch, tables_K, pK, nbK,
+                                             elements, rec, table, work, csr)
+                        q = n_seg = np.int64(0)
+            if q > 0:
+                _element_batch_flush(q, n_seg, segments, e, adj_col, batch, tables_K, pK, nbK, elements,
+                                     rec, table, work, csr)
+            _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], bKK, nbK, nbK)
 
     return interior_rows
 
@@ -491,28 +481,30 @@ def interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_off
     at p = 1, where interfaces have 6-12 points and the per-interface loops'
     set-up was most of the cost; 0.19-0.20 -> 0.21 s at p = 2.
     """
-    _INTERIOR_ROWS[X.shape[1]](e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_offsets, face_local, pts,
-                               X, *args)
+    parallel_range(_INTERIOR_ROWS[X.shape[1]], e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_offsets,
+                   face_local, pts, X, *args)
 
 
-@njit(parallel=True, cache=True)
-def boundary_rows(mode, e_lo, e_hi, boundary_offsets, face_local, pts, X, W, A, B, GD, GN, NEU, normal, sigma,
-                  lo, hi, degree, nbasis, table, rec, row_base, row_width, block_start, diag_entry, dof_offsets,
-                  first_row, data, rhs):  # pragma: no cover - compiled
-    """Boundary-face terms (``mode`` DIFFUSIVE or INFLOW) of the rows of elements e_lo:e_hi."""
+@range_kernel
+def _boundary_rows(e_lo, e_hi, mode, boundary_offsets, face_local, pts, X, W, A, B, GD, GN, NEU, normal, sigma,
+                   lo, hi, degree, nbasis, table, rec, row_base, row_width, block_start, diag_entry, dof_offsets,
+                   first_row, data, rhs):  # pragma: no cover - compiled
     d = X.shape[1]
+    nbmax = table.shape[0]
     pmax = _table_degree(table)
-    for e in prange(e_lo, e_hi):
+    block = np.empty((nbmax, nbmax), data.dtype)
+    vec = np.empty(nbmax, data.dtype)
+    An = np.empty(d, data.dtype)
+    leg, dleg, phi, grad = _basis_scratch(d, nbmax, pmax, data)
+    flux = np.empty(nbmax, data.dtype)
+    box, scale = _box_scratch(d, pmax, data)
+    for e in range(e_lo, e_hi):
         f0, f1 = boundary_offsets[e], boundary_offsets[e + 1]
         if f0 == f1:
             continue
         nb = nbasis[e]
-        block = np.zeros((nb, nb), data.dtype)
-        vec = np.zeros(nb, data.dtype)
-        An = np.empty(d, data.dtype)
-        leg, dleg, phi, grad = _basis_scratch(d, nb, pmax, data)
-        flux = np.empty(nb, data.dtype)
-        box, scale = _box_scratch(d, pmax, data)
+        block[:nb, :nb] = 0.0
+        vec[:nb] = 0.0
         element_box_tables(lo[e], hi[e], degree[e], box, scale)
         for f in range(f0, f1):
             fl = face_local[f]
@@ -522,6 +514,11 @@ def boundary_rows(mode, e_lo, e_hi, boundary_offsets, face_local, pts, X, W, A, 
         _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
 
 
+def boundary_rows(mode, e_lo, e_hi, *args) -> None:
+    """Boundary-face terms (``mode`` DIFFUSIVE or INFLOW) of the rows of elements e_lo:e_hi."""
+    parallel_range(_boundary_rows, e_lo, e_hi, mode, *args)
+
+
 # --------------------------------------------------------------------------
 # entity kernels (atomic variant and Approach 1)
 
@@ -529,31 +526,29 @@ def boundary_rows(mode, e_lo, e_hi, boundary_offsets, face_local, pts, X, W, A, 
 def _simplex_blocks_kernel(dim: int):
     """:func:`simplex_blocks` compiled for one space dimension (see :func:`_element_rows_kernel`)."""
 
-    @njit(parallel=True, cache=True)
-    def simplex_blocks(s_lo, s_hi, simplex_element, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
-                       want_load, psi, counts, iso_start, iso_rows, iso_src, iso_coef, full_start, full_rows, full_src,
-                       full_coef, vals, vals_offsets, loads, load_offsets):  # pragma: no cover - compiled
+    @range_kernel
+    def simplex_blocks(s_lo, s_hi, s_first, simplex_element, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table,
+                       rec, want_load, psi, counts, iso_start, iso_rows, iso_src, iso_coef, full_start, full_rows,
+                       full_src, full_coef, vals, vals_offsets, loads, load_offsets):  # pragma: no cover - compiled
         d = dim
         nbmax = table.shape[0]
         pmax = _table_degree(table)
-        n_tasks = (s_hi - s_lo + TASK_ELEMENTS - 1) // TASK_ELEMENTS
-        for task in prange(n_tasks):
-            L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S = _moment_scratch(d, nbmax, pmax, psi.shape[0], vals)
-            box, scale = _box_scratch(d, pmax, vals)
-            for s in range(s_lo + task * TASK_ELEMENTS, min(s_hi, s_lo + (task + 1) * TASK_ELEMENTS)):
-                e = simplex_element[s]
-                nb, p = nbasis[e], degree[e]
-                sl = s - s_lo
-                element_box_tables(lo[e], hi[e], p, box, scale)
-                a_kind = volume_moments(pts[sl], pts[sl + 1], X, W, A, B, C, F, want_load, box, rec, p, psi, counts, L,
-                                        xb, w, Ab, Bb, Cb, Fb, mu)
-                volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src,
-                             iso_coef, full_start, full_rows, full_src, full_coef, S, block, vec)
-                v0 = vals_offsets[sl]
-                for i in range(nb):
-                    for j in range(nb):
-                        vals[v0 + i * nb + j] = block[i, j]
-                    loads[load_offsets[sl] + i] = vec[i]
+        L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S = _moment_scratch(d, nbmax, pmax, psi.shape[0], vals)
+        box, scale = _box_scratch(d, pmax, vals)
+        for s in range(s_lo, s_hi):
+            e = simplex_element[s]
+            nb, p = nbasis[e], degree[e]
+            sl = s - s_first
+            element_box_tables(lo[e], hi[e], p, box, scale)
+            a_kind = volume_moments(pts[sl], pts[sl + 1], X, W, A, B, C, F, want_load, box, rec, p, psi, counts, L,
+                                    xb, w, Ab, Bb, Cb, Fb, mu)
+            volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src,
+                         iso_coef, full_start, full_rows, full_src, full_coef, S, block, vec)
+            v0 = vals_offsets[sl]
+            for i in range(nb):
+                for j in range(nb):
+                    vals[v0 + i * nb + j] = block[i, j]
+                loads[load_offsets[sl] + i] = vec[i]
 
     return simplex_blocks
 
@@ -567,51 +562,49 @@ def simplex_blocks(s_lo, s_hi, simplex_element, pts, X, *args) -> None:
     The same moment form as :func:`element_rows`, one sub-simplex at a time.
     """
     _check_moment_arguments(args[9], args[10])
-    _SIMPLEX_BLOCKS[X.shape[1]](s_lo, s_hi, simplex_element, pts, X, *args)
+    parallel_range(_SIMPLEX_BLOCKS[X.shape[1]], s_lo, s_hi, s_lo, simplex_element, pts, X, *args)
 
 
 def _interior_face_blocks_kernel(dim: int):
     """:func:`interior_face_blocks` compiled for one space dimension (see :func:`_element_rows_kernel`)."""
 
-    @njit(parallel=True, cache=True)
-    def interior_face_blocks(faces, face_elements, face_local, pts, X, W, A, B, normal, sigma, lo, hi, degree,
-                             nbasis, table, rec, vals, vals_offsets):  # pragma: no cover - compiled
+    @range_kernel
+    def interior_face_blocks(t_lo, t_hi, faces, face_elements, face_local, pts, X, W, A, B, normal, sigma, lo, hi,
+                             degree, nbasis, table, rec, vals, vals_offsets):  # pragma: no cover - compiled
         d = dim
         nbmax = table.shape[0]
         pmax = _table_degree(table)
-        n_tasks = (faces.shape[0] + TASK_ELEMENTS - 1) // TASK_ELEMENTS
-        for task in prange(n_tasks):
-            SK, SN, U, L, dL, xb, An, w, coef, nvec, bKK, bKN = _face_scratch(d, nbmax, pmax, vals)
-            boxK, scaleK = _box_scratch(d, pmax, vals)
-            boxN, scaleN = _box_scratch(d, pmax, vals)
-            for t in range(task * TASK_ELEMENTS, min(faces.shape[0], (task + 1) * TASK_ELEMENTS)):
-                f = faces[t]
-                fl = face_local[f]
-                pos = vals_offsets[t]
-                for side in range(2):
-                    e = face_elements[f, side]
-                    c = face_elements[f, 1 - side]
-                    sign = 1.0 if side == 0 else -1.0
-                    nbK, nbN = nbasis[e], nbasis[c]
-                    element_box_tables(lo[e], hi[e], degree[e], boxK, scaleK)
-                    element_box_tables(lo[c], hi[c], degree[c], boxN, scaleN)
-                    bKK[:nbK, :nbK] = 0.0
-                    bKN[:nbK, :nbN] = 0.0
-                    for m in range(d):
-                        nvec[m] = sign * normal[f, m]
-                    for r in range(pts[fl], pts[fl + 1], BATCH):
-                        run = min(BATCH, pts[fl + 1] - r)
-                        gather_face_points(0, r, run, X, W, A, B, nvec, sigma[f], xb, w, An, coef)
-                        _interior_batch_flush(run, xb, w, An, coef, boxK, scaleK, degree[e], nbK, boxN, scaleN,
-                                              degree[c], nbN, rec, table, L, dL, SK, SN, U, bKK, bKN)
-                    for i in range(nbK):
-                        for j in range(nbK):
-                            vals[pos] = bKK[i, j]
-                            pos += 1
-                    for i in range(nbK):
-                        for j in range(nbN):
-                            vals[pos] = bKN[i, j]
-                            pos += 1
+        SK, SN, U, L, dL, xb, An, w, coef, nvec, bKK, bKN = _face_scratch(d, nbmax, pmax, vals)
+        boxK, scaleK = _box_scratch(d, pmax, vals)
+        boxN, scaleN = _box_scratch(d, pmax, vals)
+        for t in range(t_lo, t_hi):
+            f = faces[t]
+            fl = face_local[f]
+            pos = vals_offsets[t]
+            for side in range(2):
+                e = face_elements[f, side]
+                c = face_elements[f, 1 - side]
+                sign = 1.0 if side == 0 else -1.0
+                nbK, nbN = nbasis[e], nbasis[c]
+                element_box_tables(lo[e], hi[e], degree[e], boxK, scaleK)
+                element_box_tables(lo[c], hi[c], degree[c], boxN, scaleN)
+                bKK[:nbK, :nbK] = 0.0
+                bKN[:nbK, :nbN] = 0.0
+                for m in range(d):
+                    nvec[m] = sign * normal[f, m]
+                for r in range(pts[fl], pts[fl + 1], BATCH):
+                    run = min(BATCH, pts[fl + 1] - r)
+                    gather_face_points(0, r, run, X, W, A, B, nvec, sigma[f], xb, w, An, coef)
+                    _interior_batch_flush(run, xb, w, An, coef, boxK, scaleK, degree[e], nbK, boxN, scaleN,
+                                          degree[c], nbN, rec, table, L, dL, SK, SN, U, bKK, bKN)
+                for i in range(nbK):
+                    for j in range(nbK):
+                        vals[pos] = bKK[i, j]
+                        pos += 1
+                for i in range(nbK):
+                    for j in range(nbN):
+                        vals[pos] = bKN[i, j]
+                        pos += 1
 
     return interior_face_blocks
 
@@ -625,26 +618,29 @@ def interior_face_blocks(faces, face_elements, face_local, pts, X, *args) -> Non
     Slot layout of face t: [K1K1 (n1 x n1), K1K2 (n1 x n2), K2K2 (n2 x n2), K2K1 (n2 x n1)].
     The same batched face form as :func:`interior_rows`, one face at a time.
     """
-    _INTERIOR_FACE_BLOCKS[X.shape[1]](faces, face_elements, face_local, pts, X, *args)
+    parallel_range(_INTERIOR_FACE_BLOCKS[X.shape[1]], 0, len(faces), faces, face_elements, face_local, pts, X, *args)
 
 
-@njit(parallel=True, cache=True)
-def boundary_face_blocks(mode, faces, face_elements, face_local, pts, X, W, A, B, GD, GN, NEU, normal, sigma,
-                         lo, hi, degree, nbasis, table, rec, vals, vals_offsets, loads, load_offsets):  # pragma: no cover
-    """The block and load of every listed boundary face (``mode`` DIFFUSIVE or INFLOW)."""
+@range_kernel
+def _boundary_face_blocks(t_lo, t_hi, mode, faces, face_elements, face_local, pts, X, W, A, B, GD, GN, NEU, normal,
+                          sigma, lo, hi, degree, nbasis, table, rec, vals, vals_offsets, loads,
+                          load_offsets):  # pragma: no cover - compiled
     d = X.shape[1]
+    nbmax = table.shape[0]
     pmax = _table_degree(table)
-    for t in prange(faces.shape[0]):
+    block = np.empty((nbmax, nbmax), vals.dtype)
+    vec = np.empty(nbmax, vals.dtype)
+    An = np.empty(d, vals.dtype)
+    leg, dleg, phi, grad = _basis_scratch(d, nbmax, pmax, vals)
+    flux = np.empty(nbmax, vals.dtype)
+    box, scale = _box_scratch(d, pmax, vals)
+    for t in range(t_lo, t_hi):
         f = faces[t]
         fl = face_local[f]
         e = face_elements[f, 0]
         nb = nbasis[e]
-        block = np.zeros((nb, nb), vals.dtype)
-        vec = np.zeros(nb, vals.dtype)
-        An = np.empty(d, vals.dtype)
-        leg, dleg, phi, grad = _basis_scratch(d, nb, pmax, vals)
-        flux = np.empty(nb, vals.dtype)
-        box, scale = _box_scratch(d, pmax, vals)
+        block[:nb, :nb] = 0.0
+        vec[:nb] = 0.0
         element_box_tables(lo[e], hi[e], degree[e], box, scale)
         boundary_face_accumulate(mode, f, pts[fl], pts[fl + 1], X, W, A, B, GD, GN, NEU, normal, sigma,
                                  box, scale, rec, degree[e], table, nb, An, leg, dleg, phi, grad, flux, block, vec)
@@ -653,6 +649,11 @@ def boundary_face_blocks(mode, faces, face_elements, face_local, pts, X, W, A, B
             for j in range(nb):
                 vals[v0 + i * nb + j] = block[i, j]
             loads[load_offsets[t] + i] = vec[i]
+
+
+def boundary_face_blocks(mode, faces, *args) -> None:
+    """The block and load of every listed boundary face (``mode`` DIFFUSIVE or INFLOW)."""
+    parallel_range(_boundary_face_blocks, 0, len(faces), mode, faces, *args)
 
 
 # --------------------------------------------------------------------------

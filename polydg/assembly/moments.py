@@ -45,10 +45,6 @@ from numpy.polynomial import legendre as npleg
 from ..basis import multi_indices, n_basis
 from .batched import A_CONSTANT, A_ISOTROPIC, A_POINTWISE, _FAST
 
-#: a hash of the compiled polydg modules this one uses.  Numba caches compiled code by the text
-#: of its own file alone, so this line must change with theirs (tests/test_kernel_cache.py)
-_SOURCES_STAMP = "b904c5f61295e4eb"
-
 #: points per moment batch: an element's points are summed in runs of this
 #: length (most elements need one run); the Legendre table of a run,
 #: d x (2p + 1) x MOMENT_BATCH values, stays in the core's L2 cache

@@ -21,13 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from ..mesh.polytopic import PolytopicMesh
-
-#: a hash of the compiled polydg modules this one uses.  Numba caches compiled code by the text
-#: of its own file alone, so this line must change with theirs (tests/test_kernel_cache.py)
-_SOURCES_STAMP = "cd67817b405bc881"
+from ..threads import parallel_range, range_kernel
 
 
 @dataclass
@@ -74,7 +71,8 @@ class SparsityPattern:
         kernel.
         """
         values = np.empty(self.nnz, dtype=dtype)
-        _zero_rows(self.elements, self.element_dofs, self.row_base, self.row_width, values)
+        parallel_range(_zero_rows, 0, len(self.elements), self.elements, self.element_dofs, self.row_base,
+                       self.row_width, values)
         return values
 
     @property
@@ -82,12 +80,12 @@ class SparsityPattern:
         return int(self.indptr[-1])
 
 
-@njit(parallel=True, cache=True)
-def _fill_indices(elements, dof_offsets, element_dofs, adj_offsets, adj_col, row_base, row_width,
+@range_kernel
+def _fill_indices(t_lo, t_hi, elements, dof_offsets, element_dofs, adj_offsets, adj_col, row_base, row_width,
                   indices):  # pragma: no cover
-    """Column indices of the rows of ``elements``: all rows of an element have the same columns,
-    so the first row is written entry by entry and copied to the others."""
-    for t in prange(elements.shape[0]):
+    """Column indices of the rows of ``elements[t_lo:t_hi]``: all rows of an element have the same
+    columns, so the first row is written entry by entry and copied to the others."""
+    for t in range(t_lo, t_hi):
         e = elements[t]
         w = row_width[e]
         first = row_base[e]
@@ -98,7 +96,8 @@ def _fill_indices(elements, dof_offsets, element_dofs, adj_offsets, adj_col, row
                 indices[pos + j] = start + j
             pos += element_dofs[adj_col[k]]
         for i in range(1, element_dofs[e]):
-            indices[first + i * w:first + (i + 1) * w] = indices[first:first + w]
+            for j in range(w):
+                indices[first + i * w + j] = indices[first + j]
 
 
 @njit(cache=True)
@@ -151,9 +150,9 @@ def _adjacency(n_el, a, b, element_dofs):  # pragma: no cover - compiled
     return adj_offsets, adj_col, block_start, row_width, diag_entry, interface_entry
 
 
-@njit(parallel=True, cache=True)
-def _zero_rows(elements, element_dofs, row_base, row_width, values):  # pragma: no cover
-    for t in prange(elements.shape[0]):
+@range_kernel
+def _zero_rows(t_lo, t_hi, elements, element_dofs, row_base, row_width, values):  # pragma: no cover
+    for t in range(t_lo, t_hi):
         e = elements[t]
         for k in range(row_base[e], row_base[e] + element_dofs[e] * row_width[e]):
             values[k] = 0
@@ -163,9 +162,9 @@ def compile_pattern_kernels() -> None:
     """Compile (or load from Numba's cache) the pattern kernel, on empty input."""
     z = np.zeros(0, dtype=np.int64)
     _adjacency(0, z, z, z)
-    _fill_indices(z, np.zeros(1, np.int64), z, np.zeros(1, np.int64), z, z, z, z)
+    _fill_indices(0, 0, z, np.zeros(1, np.int64), z, np.zeros(1, np.int64), z, z, z, z)
     for dtype in (np.float64, np.float32):
-        _zero_rows(z, z, z, z, np.zeros(0, dtype))
+        _zero_rows(0, 0, z, z, z, z, np.zeros(0, dtype))
 
 
 def sparsity_pattern(
@@ -202,7 +201,8 @@ def sparsity_pattern(
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(np.repeat(row_width[elements], element_dofs[elements]), out=indptr[1:])
     indices = np.empty(int(indptr[-1]), dtype=np.int64)
-    _fill_indices(elements, dof_offsets, element_dofs, adj_offsets, adj_col, row_base, row_width, indices)
+    parallel_range(_fill_indices, 0, len(elements), elements, dof_offsets, element_dofs, adj_offsets, adj_col,
+                   row_base, row_width, indices)
     return SparsityPattern(
         n_rows=n_rows,
         n_cols=int(dof_offsets[-1]),

@@ -48,15 +48,11 @@ the whole scheme).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
 
 from ..mesh.polytopic import PolytopicMesh
 from ..quadrature import default_degree
+from ..threads import parallel_range, range_kernel
 from .points import simplex_points
-
-#: a hash of the compiled polydg modules this one uses.  Numba caches compiled code by the text
-#: of its own file alone, so this line must change with theirs (tests/test_kernel_cache.py)
-_SOURCES_STAMP = "415f18944dc730a9"
 
 PENALTY_KINDS = ("paper", "classical")
 
@@ -87,13 +83,12 @@ def diffusion_bound(mesh: PolytopicMesh, problem, degree: np.ndarray, extra: int
     return bound
 
 
-@njit(parallel=True, cache=True)
-def _apex_heights(face_vertices, face_elements, normal, points, ev_offsets, ev):  # pragma: no cover - compiled
-    """Height over face f of the farthest boundary vertex of each adjacent element."""
-    n_faces = face_vertices.shape[0]
+@range_kernel
+def _apex_heights(f_lo, f_hi, face_vertices, face_elements, normal, points, ev_offsets, ev,
+                  out):  # pragma: no cover - compiled
+    """out[f, side]: height over face f of the farthest boundary vertex of each adjacent element."""
     d = points.shape[1]
-    out = np.zeros((n_faces, 2))
-    for f in prange(n_faces):
+    for f in range(f_lo, f_hi):
         x0 = face_vertices[f, 0]
         for side in range(2):
             e = face_elements[f, side]
@@ -110,7 +105,6 @@ def _apex_heights(face_vertices, face_elements, normal, points, ev_offsets, ev):
                 if h > best:
                     best = h
             out[f, side] = best
-    return out
 
 
 def polytopic_face_measure(mesh: PolytopicMesh) -> np.ndarray:
@@ -131,25 +125,24 @@ def polytopic_face_measure(mesh: PolytopicMesh) -> np.ndarray:
     return out
 
 
-@njit(parallel=True, cache=True)
-def _classical_penalty(face_elements, a_bound, p, diameter, C_sigma):  # pragma: no cover - compiled
-    """sigma_F = C_sigma max over the elements K of F of a_K p_K^2 / h_K (one side on the boundary)."""
-    out = np.empty(face_elements.shape[0])
-    for f in prange(face_elements.shape[0]):
+@range_kernel
+def _classical_penalty(f_lo, f_hi, face_elements, a_bound, p, diameter, C_sigma, out):  # pragma: no cover - compiled
+    """out[f] = sigma_F = C_sigma max over the elements K of F of a_K p_K^2 / h_K (one side on the boundary)."""
+    for f in range(f_lo, f_hi):
         best = 0.0
         for side in range(2):
             e = face_elements[f, side]
             if e >= 0:
                 best = max(best, a_bound[e] * (p[e] * p[e]) / diameter[e])
         out[f] = C_sigma * best
-    return out
 
 
 def compile_penalty_kernels() -> None:
     """Compile (or load from Numba's cache) the penalty kernel, on empty input."""
     z2 = np.zeros((0, 2), dtype=np.int64)
-    _apex_heights(z2, z2, np.zeros((0, 2)), np.zeros((1, 2)), np.zeros(1, np.int64), np.zeros(0, np.int64))
-    _classical_penalty(z2, np.zeros(0), np.zeros(0), np.zeros(0), 1.0)
+    _apex_heights(0, 0, z2, z2, np.zeros((0, 2)), np.zeros((1, 2)), np.zeros(1, np.int64), np.zeros(0, np.int64),
+                  np.zeros((0, 2)))
+    _classical_penalty(0, 0, z2, np.zeros(0), np.zeros(0), np.zeros(0), 1.0, np.zeros(0))
 
 
 def face_penalty(mesh: PolytopicMesh, degree: np.ndarray, a_bound: np.ndarray, *, C_sigma: float = 10.0,
@@ -159,13 +152,17 @@ def face_penalty(mesh: PolytopicMesh, degree: np.ndarray, a_bound: np.ndarray, *
     p = np.maximum(degree, 1).astype(np.float64)
     el = np.ascontiguousarray(mesh.face_elements, dtype=np.int64)
     if kind == "classical":
-        return _classical_penalty(el, np.ascontiguousarray(a_bound, dtype=np.float64), p,
-                                  np.ascontiguousarray(mesh.diameter, dtype=np.float64), float(C_sigma))
+        sigma = np.empty(len(el))
+        parallel_range(_classical_penalty, 0, len(el), el, np.ascontiguousarray(a_bound, dtype=np.float64), p,
+                       np.ascontiguousarray(mesh.diameter, dtype=np.float64), float(C_sigma), sigma)
+        return sigma
     both = el >= 0
     safe = np.where(both, el, 0)
     if kind == "paper":
         ev_offsets, ev = mesh.element_boundary_vertices()
-        height = _apex_heights(mesh.face_vertices, el, mesh.face_normal, mesh.points, ev_offsets, ev)
+        height = np.zeros((len(el), 2))
+        parallel_range(_apex_heights, 0, len(el), mesh.face_vertices, el, mesh.face_normal, mesh.points, ev_offsets,
+                       ev, height)
         face = polytopic_face_measure(mesh)[:, None]
         kf = face * height / d  # |K^F| = |F| height / d
         ratio = mesh.measure[safe] / np.maximum(kf, 1e-300)

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from numba import njit, prange
 
 from ..quadrature import simplex_rule
+from ..threads import parallel_range, range_kernel
 from .workspace import Workspace
 
 
@@ -102,8 +102,8 @@ def simplex_points(vertices: np.ndarray, measures: np.ndarray, degrees: int | np
     for q in qs:  # loop over distinct rule degrees only
         lam, w = simplex_rule(kp1 - 1, int(q))
         members = np.arange(n, dtype=np.int64) if len(qs) == 1 else np.flatnonzero(degrees == q).astype(np.int64)
-        map_points(members, offsets, vertices, cells, measures, np.ascontiguousarray(lam), np.ascontiguousarray(w),
-                   x, weight)
+        parallel_range(map_points, 0, len(members), members, offsets, vertices, cells, measures,
+                       np.ascontiguousarray(lam), np.ascontiguousarray(w), x, weight)
     return PointBatch(x, weight, offsets)
 
 
@@ -116,7 +116,7 @@ def compile_point_kernels(dim: int) -> None:
     z = np.zeros(0, dtype=np.int64)
     for k in (dim, dim - 1):
         lam, w = simplex_rule(k, 1)  # the cached rules are read-only arrays: a type of their own for Numba
-        point_map_kernel(k + 1, dim)(z, np.zeros(1, np.int64), np.zeros((0, dim)), np.zeros((0, k + 1), np.int64),
+        point_map_kernel(k + 1, dim)(0, 0, z, np.zeros(1, np.int64), np.zeros((0, dim)), np.zeros((0, k + 1), np.int64),
                                      np.zeros(0), np.ascontiguousarray(lam), np.ascontiguousarray(w),
                                      np.zeros((0, dim)), np.zeros(0))
 
@@ -127,8 +127,8 @@ _POINT_MAPS: dict[tuple[int, int], Callable] = {}
 def point_map_kernel(corners: int, d: int) -> Callable:
     """The compiled map of simplices with ``corners`` vertices in R^d, made once per (corners, d).
 
-    ``map_points(members, offsets, points, cells, measures, lam, w, x, weight)``
-    sets, for each listed simplex s with vertices v_k = points[cells[s, k]],
+    ``map_points(t_lo, t_hi, members, offsets, points, cells, measures, lam, w, x, weight)``
+    sets, for each listed simplex s = members[t], t_lo <= t < t_hi, with vertices v_k = points[cells[s, k]],
 
         x_q = sum_k lam_qk v_k   and   weight_q = w_q |s|
 
@@ -146,9 +146,9 @@ def point_map_kernel(corners: int, d: int) -> Callable:
 
 
 def _make_point_map(corners: int, d: int) -> Callable:
-    @njit(parallel=True, cache=True)
-    def map_points(members, offsets, points, cells, measures, lam, w, x, weight):  # pragma: no cover - compiled
-        for t in prange(members.shape[0]):
+    @range_kernel
+    def map_points(t_lo, t_hi, members, offsets, points, cells, measures, lam, w, x, weight):  # pragma: no cover
+        for t in range(t_lo, t_hi):
             s = members[t]
             r0 = offsets[s]
             for q in range(lam.shape[0]):

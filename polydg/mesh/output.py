@@ -17,10 +17,6 @@ from numba import njit
 
 from .polytopic import PolytopicMesh
 
-#: a hash of the compiled polydg modules this one uses.  Numba caches compiled code by the text
-#: of its own file alone, so this line must change with theirs (tests/test_kernel_cache.py)
-_SOURCES_STAMP = "cd67817b405bc881"
-
 
 def oriented_boundary_edges(mesh: PolytopicMesh) -> tuple[np.ndarray, np.ndarray]:
     """(element, edge (a, b)) for every boundary edge of every 2D element, counter-clockwise."""

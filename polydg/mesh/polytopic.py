@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, prange
 from scipy.spatial import cKDTree
 
 from ..errors import MeshError
+from ..threads import parallel_range, range_kernel
 from .geometry import facet_local_vertices, facet_normals, max_edge_lengths, signed_volumes
 from .simplicial import SimplexMesh
 
@@ -239,12 +239,11 @@ def _check_unmatched_interior(
         )
 
 
-@njit(parallel=True, cache=True)
-def _diameters(offsets, vertices, points):  # pragma: no cover - compiled
-    n = offsets.shape[0] - 1
+@range_kernel
+def _diameters(e_lo, e_hi, offsets, vertices, points, out):  # pragma: no cover - compiled
+    """out[e]: the largest distance between two of the listed vertices of element e."""
     d = points.shape[1]
-    out = np.zeros(n)
-    for e in prange(n):
+    for e in range(e_lo, e_hi):
         best = 0.0
         for a in range(offsets[e], offsets[e + 1]):
             pa = vertices[a]
@@ -257,7 +256,6 @@ def _diameters(offsets, vertices, points):  # pragma: no cover - compiled
                 if s > best:
                     best = s
         out[e] = np.sqrt(best)
-    return out
 
 
 def boundary_vertices(
@@ -398,7 +396,8 @@ def build_polytopic_mesh(fine: SimplexMesh, cell_element: np.ndarray | None = No
     measure = np.bincount(simplex_element, weights=simplex_volume, minlength=n_el)
     # the diameter is attained at vertices on the element boundary
     ev_off, ev_v = boundary_vertices(face_vertices, face_elements, n_el, len(P))
-    diameter = _diameters(ev_off, ev_v, P)
+    diameter = np.zeros(n_el)
+    parallel_range(_diameters, 0, n_el, ev_off, ev_v, P, diameter)
 
     return PolytopicMesh(
         points=P,
