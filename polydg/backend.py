@@ -56,14 +56,12 @@ def array_module(name: str = "numpy"):
 def quiet_openmp_workers(environ: MutableMapping[str, str] = os.environ) -> bool:
     """Let idle OpenMP worker threads sleep instead of spin: ``OMP_WAIT_POLICY=PASSIVE``, unless set.
 
-    Numba runs the parallel kernels on its OpenMP threading layer (libgomp),
-    whose workers keep spinning after each kernel by default.  The assembler
-    evaluates coefficients between kernels on threads of its own, which then
-    share the cores with the spinners: at 2D p = 1 (2M points, 2 cores) the
-    coefficients took 21-27 ms after a kernel against 15-18 ms with passive
-    workers, and the kernels were unchanged.  libgomp reads the variable
-    once, when Numba first loads it, so this must run before the first
-    parallel kernel; ``python -m polydg.assemble`` calls it at start.  A
+    OpenMP runtimes (libgomp, under Numba's parallel loops or an OpenMP
+    BLAS) keep their idle workers spinning after each parallel region by
+    default, and those spinners take the cores that polydg's own threads
+    (:mod:`polydg.threads`: kernels, coefficient evaluation) need next.
+    libgomp reads the variable once, when it is loaded, so this
+    must run early; ``python -m polydg.assemble`` calls it at start.  A
     value the user set is kept.  Returns whether it set the variable.
 
     >>> env = {}
