@@ -1,0 +1,412 @@
+"""The built-in problems, manufactured solutions on the unit box, and their registry.
+
+Each ``*_problem(d)`` builds a :class:`~polydg.problem.contract.Problem`
+whose source f and boundary data come from a known exact solution u (the
+derivation of f is in each docstring), so that errors can be measured.
+:data:`BUILTIN_PROBLEMS` maps the names ``--problem`` accepts to them, and
+:func:`builtin_problem` also knows ``paper`` and ``polynomial:P[:KIND[:SEED]]``
+(:mod:`polydg.problem.polynomial`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Callable
+
+import numpy as np
+
+from ..errors import ProblemError
+from .contract import Problem, _default_mesh
+from .paper_kernel import _paper_source
+from .polynomial import polynomial_problem
+
+# ---------------------------------------------------------------------------
+# building blocks of the built-in solutions
+
+
+def _products_without(factors: np.ndarray) -> np.ndarray:
+    """``out[:, k] = prod_{j != k} factors[:, j]`` for (n, m) factors (no division).
+
+    Prefix and suffix products: 3 m multiplications per row, no copies of the input.
+    """
+    n, m = factors.shape
+    out = np.empty((n, m))
+    out[:, 0] = 1.0
+    for k in range(1, m):  # m = d columns, not a loop over points
+        np.multiply(out[:, k - 1], factors[:, k - 1], out=out[:, k])
+    suffix = np.ones(n)
+    for k in range(m - 1, -1, -1):
+        out[:, k] *= suffix
+        suffix *= factors[:, k]
+    return out
+
+
+def _pair_products_without(factors: np.ndarray) -> np.ndarray:
+    """``out[:, k, l] = prod_{j not in {k, l}} factors[:, j]`` for k != l (diagonal: 0)."""
+    n, m = factors.shape
+    out = np.zeros((n, m, m))
+    for k, l in itertools.combinations(range(m), 2):
+        out[:, k, l] = out[:, l, k] = np.prod(np.delete(factors, [k, l], axis=1), axis=1)
+    return out
+
+
+# --- paper ------------------------------------------------------------------
+
+
+def _column_product(x: np.ndarray) -> np.ndarray:
+    """prod_k x[:, k] by d - 1 column multiplications (np.prod along a short axis is several times slower)."""
+    out = x[:, 0].copy()
+    for k in range(1, x.shape[1]):  # d columns, not a loop over points
+        out *= x[:, k]
+    return out
+
+
+def paper_problem(d: int) -> Problem:
+    """The paper's section 4.2 problem in ``d`` = 2 or 3 dimensions.
+
+    On (0, 1)^d: A = eps I with eps = 0.01, b = 1 + x (b_k = 1 + x_k),
+    c = 3 + prod_k x_k, and the exact solution
+
+        u = prod_k sin(pi x_k),   d_k u = pi cos(pi x_k) prod_{j != k} sin(pi x_j).
+
+    Derivation of f.  A is constant, so -div(A grad u) = -eps Laplace(u), and
+    each factor gives d_kk u = -pi^2 u, so -eps Laplace(u) = eps d pi^2 u:
+
+        f = eps d pi^2 u + sum_k (1 + x_k) d_k u + (3 + prod_k x_k) u.
+
+    u = 0 on the boundary (g_D = 0), and since A > 0 the whole boundary is
+    diffusive Dirichlet.
+    """
+    if d not in (2, 3):
+        raise ProblemError(f"problem 'paper-{d}d' exists in 2D and 3D only, not {d}D")
+    eps = 0.01
+
+    def exact(x):
+        return np.prod(np.sin(np.pi * x), axis=1)
+
+    def exact_gradient(x):
+        return np.pi * np.cos(np.pi * x) * _products_without(np.sin(np.pi * x))
+
+    def advection(x):
+        return 1.0 + x
+
+    def reaction(x):
+        out = _column_product(x)
+        out += 3.0
+        return out
+
+    def source(x):
+        # this runs at every quadrature point of the mesh: compiled (see _paper_source)
+        return _paper_source(np.ascontiguousarray(x, dtype=np.float64), eps)
+
+    b_text = ", ".join(f"1+{v}" for v in "xyz"[:d])
+    c_text = "3+" + "".join("xyz"[:d])
+    u_text = " ".join(f"sin(pi {v})" for v in "xyz"[:d])
+    return Problem(
+        name=f"paper-{d}d",
+        diffusion=eps,
+        advection=advection,
+        reaction=reaction,
+        source=source,
+        dirichlet=exact,
+        exact=exact,
+        exact_gradient=exact_gradient,
+        description=f"paper section 4.2: A = 0.01 I, b = ({b_text}), c = {c_text}, u = {u_text}",
+        default_mesh=_default_mesh(d),
+        dim=d,
+    )
+
+
+# --- poisson ----------------------------------------------------------------
+
+
+def poisson_problem(d: int) -> Problem:
+    """Poisson's equation with non-trivial Dirichlet data on every side.
+
+    A = I, b = 0, c = 0 on (0, 1)^d, with t_k = pi x_k + pi/4 and
+
+        u = exp(x_0) prod_{k>=1} sin(t_k),
+        d_0 u = u,   d_k u = pi exp(x_0) cos(t_k) prod_{j>=1, j != k} sin(t_j)  (k >= 1).
+
+    Derivation of f: d_00 u = u and d_kk u = -pi^2 u for k >= 1, so
+    Laplace(u) = (1 - (d-1) pi^2) u and
+
+        f = -Laplace(u) = ((d - 1) pi^2 - 1) u.
+
+    The phase pi/4 keeps g_D = u away from zero on every side of the box
+    (sin(pi/4) = -sin(5 pi/4) = 1/sqrt 2).
+    """
+
+    def exact(x):
+        return np.exp(x[:, 0]) * np.prod(np.sin(np.pi * x[:, 1:] + np.pi / 4), axis=1)
+
+    def exact_gradient(x):
+        t = np.pi * x[:, 1:] + np.pi / 4
+        rest = np.pi * np.exp(x[:, :1]) * np.cos(t) * _products_without(np.sin(t))
+        return np.concatenate([exact(x)[:, None], rest], axis=1)
+
+    def source(x):
+        return ((d - 1) * np.pi**2 - 1.0) * exact(x)
+
+    u_text = "exp(x) " + " ".join(f"sin(pi {v} + pi/4)" for v in "yzt"[: d - 1])
+    return Problem(
+        name="poisson",
+        diffusion=1.0,
+        source=source,
+        dirichlet=exact,
+        exact=exact,
+        exact_gradient=exact_gradient,
+        description=f"-Laplace u = f on (0,1)^{d}, u = {u_text} (non-zero Dirichlet data)",
+        default_mesh=_default_mesh(d),
+        dim=d,
+    )
+
+
+# --- advection --------------------------------------------------------------
+
+
+def advection_problem(d: int) -> Problem:
+    """Pure advection-reaction, b . grad u + u = f, with non-zero inflow data.
+
+    A = 0, b = (1, 1/2, 1/4)[:d] (constant), c = 1 on (0, 1)^d, and
+
+        u = 1 + sin(pi x_0) prod_{k>=1} cos(pi x_k),
+        d_0 u = pi cos(pi x_0) prod_{k>=1} cos(pi x_k),
+        d_k u = -pi sin(pi x_0) sin(pi x_k) prod_{j>=1, j != k} cos(pi x_j)  (k >= 1).
+
+    Derivation of f: there is no diffusion, so f = b . grad u + u.
+
+    The inflow boundary is {x_k = 0} (all b_k > 0), where g_D = u is 1 on
+    x_0 = 0 and 1 + sin(pi x_0) (...) on the others; the faces x_k = 1 are
+    outflow and carry no condition.
+    """
+    if d > 4:
+        raise ProblemError(f"problem 'advection' is defined up to 4D, not {d}D")
+    b = np.array([1.0, 0.5, 0.25, 0.125])[:d]
+
+    def exact(x):
+        return 1.0 + np.sin(np.pi * x[:, 0]) * np.prod(np.cos(np.pi * x[:, 1:]), axis=1)
+
+    def exact_gradient(x):
+        s0, c0 = np.sin(np.pi * x[:, :1]), np.cos(np.pi * x[:, :1])
+        ck, sk = np.cos(np.pi * x[:, 1:]), np.sin(np.pi * x[:, 1:])
+        g0 = np.pi * c0 * np.prod(ck, axis=1, keepdims=True)
+        gk = -np.pi * s0 * sk * _products_without(ck)
+        return np.concatenate([g0, gk], axis=1)
+
+    def source(x):
+        return exact_gradient(x) @ b + exact(x)
+
+    return Problem(
+        name="advection",
+        advection=b,
+        reaction=1.0,
+        source=source,
+        dirichlet=exact,
+        exact=exact,
+        exact_gradient=exact_gradient,
+        description=f"b.grad u + u = f, b = {tuple(b.tolist())}, u = 1 + sin(pi x) prod cos(pi x_k), "
+                    "inflow data on x_k = 0",
+        default_mesh=_default_mesh(d),
+        dim=d,
+    )
+
+
+# --- change of type -----------------------------------------------------------
+
+
+def change_of_type_problem(d: int) -> Problem:
+    """A problem that is hyperbolic on x_0 < 1/2 and elliptic on x_0 > 1/2.
+
+    A = a(x) I with a(x) = alpha m(x)^2, m = max(x_0 - 1/2, 0), alpha = 0.1
+    (C^1: grad a = (2 alpha m, 0, ..., 0) is continuous), b = (1, ..., 1),
+    c = 1 on (0, 1)^d, with t_k = pi x_k + pi/4 and the smooth solution
+
+        u = prod_k sin(t_k),   d_k u = pi cos(t_k) prod_{j != k} sin(t_j).
+
+    Derivation of f: div(a grad u) = grad a . grad u + a Laplace(u), and
+    Laplace(u) = -d pi^2 u, so
+
+        f = alpha m^2 d pi^2 u - 2 alpha m d_0 u + sum_k d_k u + u.
+
+    Boundary: where a > 0 (x_0 > 1/2 parts, and x_0 = 1) the boundary is
+    diffusive Dirichlet; elsewhere it is inflow (x_0 = 0 and x_k = 0 with
+    x_0 < 1/2) or outflow, g_D = u.
+    """
+    alpha = 0.1
+
+    def a(x):
+        return alpha * np.maximum(x[:, 0] - 0.5, 0.0) ** 2
+
+    def diffusion(x):
+        return a(x)[:, None, None] * np.eye(x.shape[1])
+
+    def exact(x):
+        return np.prod(np.sin(np.pi * x + np.pi / 4), axis=1)
+
+    def exact_gradient(x):
+        t = np.pi * x + np.pi / 4
+        return np.pi * np.cos(t) * _products_without(np.sin(t))
+
+    def source(x):
+        m = np.maximum(x[:, 0] - 0.5, 0.0)
+        u, g = exact(x), exact_gradient(x)
+        return alpha * m**2 * d * np.pi**2 * u - 2 * alpha * m * g[:, 0] + g.sum(axis=1) + u
+
+    return Problem(
+        name="change-of-type",
+        diffusion=diffusion,
+        advection=np.ones(d),
+        reaction=1.0,
+        source=source,
+        dirichlet=exact,
+        exact=exact,
+        exact_gradient=exact_gradient,
+        description="A = 0.1 max(x-1/2, 0)^2 I (hyperbolic for x < 1/2), b = (1, ..., 1), c = 1, "
+                    "u = prod sin(pi x_k + pi/4)",
+        default_mesh=_default_mesh(d),
+        dim=d,
+    )
+
+
+# --- mixed Dirichlet / Neumann ------------------------------------------------
+
+
+def neumann_diffusion_matrix(d: int) -> np.ndarray:
+    """The constant anisotropic SPD matrix of the ``neumann`` problem.
+
+    diag(1, 1/2, ..., 1/2) with A_01 = A_10 = 1/4 and A_{k,k+1} = A_{k+1,k}
+    = 1/8 for k >= 1: strictly diagonally dominant, hence SPD.
+    """
+    A = np.diag([1.0] + [0.5] * (d - 1))
+    A[0, 1] = A[1, 0] = 0.25
+    for k in range(1, d - 1):
+        A[k, k + 1] = A[k + 1, k] = 0.125
+    return A
+
+
+def neumann_problem(d: int) -> Problem:
+    """Anisotropic diffusion with Neumann data on x_0 = 1, Dirichlet elsewhere.
+
+    A = :func:`neumann_diffusion_matrix` (constant, with off-diagonal terms),
+    b = 0, c = 0 on (0, 1)^d; t_k = pi x_k + pi/4 and, as in ``poisson``,
+
+        u = exp(x_0) S,  S = prod_{k>=1} sin(t_k),
+        d_0 u = u,  d_k u = pi exp(x_0) cos(t_k) prod_{j>=1, j != k} sin(t_j).
+
+    Its Hessian H (by hand): H_00 = u, H_0k = H_k0 = d_k u, H_kk = -pi^2 u,
+    H_kl = pi^2 exp(x_0) cos(t_k) cos(t_l) prod_{j>=1, j not in {k,l}} sin(t_j)
+    for k != l >= 1.  A is constant, so div(A grad u) = A : H and
+
+        f = -sum_ij A_ij H_ij.
+
+    Neumann data g_N = (A grad u) . n on the face x_0 = 1 (outward normal
+    e_0, recognised by n_0 > 1/2), Dirichlet g_D = u on the other faces.
+    """
+    A = neumann_diffusion_matrix(d)
+
+    def exact(x):
+        return np.exp(x[:, 0]) * np.prod(np.sin(np.pi * x[:, 1:] + np.pi / 4), axis=1)
+
+    def exact_gradient(x):
+        t = np.pi * x[:, 1:] + np.pi / 4
+        rest = np.pi * np.exp(x[:, :1]) * np.cos(t) * _products_without(np.sin(t))
+        return np.concatenate([exact(x)[:, None], rest], axis=1)
+
+    def hessian(x):
+        t = np.pi * x[:, 1:] + np.pi / 4
+        u, g = exact(x), exact_gradient(x)
+        H = np.zeros((len(x), d, d))
+        H[:, 0, 0] = u
+        H[:, 0, 1:] = H[:, 1:, 0] = g[:, 1:]
+        cos_t = np.cos(t)
+        H[:, 1:, 1:] = (np.pi**2 * np.exp(x[:, 0])[:, None, None] * cos_t[:, :, None] * cos_t[:, None, :]
+                        * _pair_products_without(np.sin(t)))
+        idx = np.arange(1, d)
+        H[:, idx, idx] = -np.pi**2 * u[:, None]
+        return H
+
+    def source(x):
+        return -np.einsum("ij,nij->n", A, hessian(x))
+
+    def neumann(x, normal):
+        return np.einsum("nj,ij,ni->n", exact_gradient(x), A, normal)
+
+    def is_neumann(x, normal):
+        return normal[:, 0] > 0.5
+
+    return Problem(
+        name="neumann",
+        diffusion=A,
+        source=source,
+        dirichlet=exact,
+        neumann=neumann,
+        is_neumann=is_neumann,
+        exact=exact,
+        exact_gradient=exact_gradient,
+        description="anisotropic constant A, u = exp(x) prod sin(pi x_k + pi/4); Neumann on x = 1, "
+                    "Dirichlet elsewhere",
+        default_mesh=_default_mesh(d),
+        dim=d,
+    )
+
+
+# ---------------------------------------------------------------------------
+# the registry
+
+
+#: built-in problems: name -> (builder taking d, dimensions it exists in or None = any)
+BUILTIN_PROBLEMS: dict[str, tuple[Callable[[int], Problem], tuple[int, ...] | None]] = {
+    "paper-2d": (lambda d: paper_problem(2), (2,)),
+    "paper-3d": (lambda d: paper_problem(3), (3,)),
+    "poisson": (poisson_problem, None),
+    "advection": (advection_problem, None),
+    "change-of-type": (change_of_type_problem, None),
+    "neumann": (neumann_problem, None),
+}
+
+#: names accepted besides BUILTIN_PROBLEMS: ``paper`` (paper-2d or paper-3d by
+#: dimension) and ``polynomial:P[:KIND[:SEED]]``
+ALIASES = ("paper", "polynomial:P[:KIND[:SEED]]")
+
+
+def builtin_names() -> list[str]:
+    return list(BUILTIN_PROBLEMS) + list(ALIASES)
+
+
+def _parse_polynomial(name: str, dim: int) -> Problem:
+    parts = name.split(":")
+    if len(parts) < 2 or len(parts) > 4:
+        raise ProblemError(f"problem spec {name!r}: expected polynomial:DEGREE[:KIND[:SEED]]")
+    try:
+        degree = int(parts[1])
+        seed = int(parts[3]) if len(parts) > 3 else 0
+    except ValueError:
+        raise ProblemError(f"problem spec {name!r}: degree and seed must be integers") from None
+    kind = parts[2] if len(parts) > 2 else "mixed"
+    return polynomial_problem(dim, degree, kind, seed)
+
+
+def builtin_problem(name: str, dim: int | None = None) -> Problem:
+    """The built-in problem ``name`` in ``dim`` dimensions.
+
+    ``dim=None`` takes the problem's own dimension (paper-2d: 2, paper-3d: 3)
+    and 2 for the dimension-independent ones.  ``paper`` means paper-2d or
+    paper-3d by dimension; ``polynomial:P[:KIND[:SEED]]`` is
+    :func:`polynomial_problem` (KIND defaults to mixed, SEED to 0).
+    """
+    if name == "paper":
+        name = f"paper-{dim or 2}d"
+    if name.startswith("polynomial"):
+        return _parse_polynomial(name, dim or 2)
+    if name not in BUILTIN_PROBLEMS:
+        raise ProblemError(f"unknown problem {name!r}; built-in problems: {', '.join(builtin_names())}, "
+                           "or path/to/file.py:NAME, or package.module:NAME")
+    build, dims = BUILTIN_PROBLEMS[name]
+    if dim is None:
+        dim = dims[0] if dims else 2
+    if dims is not None and dim not in dims:
+        raise ProblemError(f"problem {name!r} is {dims[0]}D, the mesh is {dim}D")
+    if dim not in (2, 3, 4):
+        raise ProblemError(f"problem {name!r}: dimension {dim} is not supported (2, 3 or 4)")
+    return build(dim)

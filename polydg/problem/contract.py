@@ -1,0 +1,559 @@
+"""The Problem contract (DESIGN.md sections 1 and 9), and any object that meets it.
+
+A :class:`Problem` describes
+
+    -div(A grad u) + b . grad u + c u = f   in Omega,
+
+with u = g_D on the Dirichlet / inflow boundary and (A grad u) . n = g_N on
+the Neumann boundary.  Each coefficient is one of
+
+* ``None``: zero (for ``is_neumann``: no Neumann boundary at all);
+* a constant: a scalar for reaction / source / dirichlet / neumann, a
+  ``(d, d)`` matrix or a scalar ``a`` (meaning ``a I``) for diffusion, a
+  ``(d,)`` vector for advection, a bool for ``is_neumann``;
+* a vectorised callable of the points ``x`` of shape ``(n, d)`` returning
+  diffusion ``(n, d, d)`` (or ``(n,)``, meaning ``a(x) I``), advection
+  ``(n, d)``, reaction / source / dirichlet ``(n,)``; ``neumann(x, normal)``
+  ``(n,)`` and ``is_neumann(x, normal)`` a bool ``(n,)`` mask, ``normal``
+  being the unit outward normal ``(n, d)``.
+
+The assembler asks for coefficient values through the ``*_at`` methods, which
+check shape and finiteness and raise :class:`~polydg.errors.ProblemError` with
+a one-line message naming the problem, the coefficient and what is wrong.
+Constants come back as arrays with a leading axis of length 1 and are never
+expanded to n points: the kernels broadcast them.
+
+The contract is also a protocol: :func:`as_problem` turns any object with
+some of these attributes (a plain class or instance, a module) into a
+:class:`Problem`, so user code need not import polydg to define one.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from dataclasses import dataclass
+from typing import Any, Callable, Union
+
+import numpy as np
+
+from ..errors import ProblemError
+
+Coefficient = Union[None, float, np.ndarray, Callable[..., Any]]
+
+#: the coefficient fields of a Problem, in the order of the PDE
+COEFFICIENTS = (
+    "diffusion", "advection", "reaction", "source", "dirichlet", "neumann", "is_neumann",
+    "exact", "exact_gradient",
+)
+
+#: relative tolerance of the symmetry / semi-definiteness checks on A
+_SYMMETRY_TOL = 1e-10
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _format_point(x: np.ndarray) -> str:
+    return "[" + ", ".join(f"{float(v):.6g}" for v in x) + "]"
+
+
+def _to_numpy(a: Any) -> np.ndarray:
+    """A host copy of a NumPy or CuPy array (for error messages only)."""
+    return np.asarray(a.get() if hasattr(a, "get") else a)
+
+
+def _default_mesh(d: int) -> str:
+    """The mesh suggested for a problem posed in ``d`` dimensions (:attr:`Problem.default_mesh`)."""
+    return "square:32" if d == 2 else "cube:8"
+
+
+def _wrong_kind(name: str, value: Any) -> str | None:
+    """What is wrong with ``value`` as the coefficient ``name`` (a callable, a constant or None); None if nothing.
+
+    Shared by :class:`Problem` and :func:`as_problem`, so that a plain object
+    is held to exactly the rules of a Problem.  Shapes are checked later,
+    when the dimension is known.
+    """
+    if value is None or callable(value):
+        return None
+    if name in ("exact", "exact_gradient"):
+        return f"must be a callable of x or None, got {type(value).__name__}"
+    if name == "is_neumann":
+        if isinstance(value, (bool, np.bool_)):
+            return None
+        return f"must be a callable, a bool or None, got {type(value).__name__}"
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return f"must be a callable, a number or an array, got {type(value).__name__}"
+    if not np.isfinite(array).all():
+        return f"constant {array.tolist()} is not finite"
+    return None
+
+
+# ---------------------------------------------------------------------------
+# the contract
+
+
+@dataclass
+class Problem:
+    """An advection-diffusion-reaction problem with its boundary data.
+
+    Attributes
+    ----------
+    name : str
+        Used in every error message.
+    diffusion, advection, reaction, source, dirichlet : Coefficient
+        A(x), b(x), c(x), f(x), g_D(x); see the module docstring for the
+        accepted forms.  ``None`` means zero.
+    neumann : callable ``(x, normal) -> (n,)``, scalar or None
+        g_N on the Neumann part of the diffusive boundary.
+    is_neumann : callable ``(x, normal) -> bool (n,)``, bool or None
+        Where the diffusive boundary is Neumann (None: nowhere).
+    exact, exact_gradient : callable or None
+        The exact solution ``(n,)`` and its gradient ``(n, d)``, for errors.
+    description : str
+        One line for ``--help`` and reports.
+    default_mesh : str
+        A suggested mesh spec, e.g. ``"square:32"``.
+    dim : 2, 3 or None
+        The space dimension the problem is written for (None: any).
+    space_time : bool
+        True when the last coordinate of x is time (a space-time slab,
+        DESIGN.md section 6); stored for the space-time assembly.
+    initial : Coefficient
+        The initial value u_0(x) of a space-time problem (None: zero);
+        stored for the space-time assembly.
+    """
+
+    name: str
+    diffusion: Coefficient = None
+    advection: Coefficient = None
+    reaction: Coefficient = None
+    source: Coefficient = None
+    dirichlet: Coefficient = None
+    neumann: Coefficient = None
+    is_neumann: Coefficient = None
+    exact: Callable[..., Any] | None = None
+    exact_gradient: Callable[..., Any] | None = None
+    description: str = ""
+    default_mesh: str = "square:32"
+    dim: int | None = None
+    # new fields go last: Problem(name, diffusion, ...) may be called positionally
+    space_time: bool = False
+    initial: Coefficient = None
+
+    def __post_init__(self) -> None:
+        self.name = str(self.name)
+        if self.dim is not None and self.dim not in (2, 3, 4):
+            raise ProblemError(f"problem {self.name!r}: dim must be 2, 3, 4 or None, got {self.dim!r}")
+        for name in COEFFICIENTS + ("initial",):
+            what = _wrong_kind(name, getattr(self, name))
+            if what:
+                self._fail(name, what)
+        if not isinstance(self.space_time, (bool, np.bool_)):
+            self._fail("space_time", f"must be a bool, got {type(self.space_time).__name__}")
+
+    # ------------------------------------------------------------ reporting
+    def _fail(self, coefficient: str, what: str) -> None:
+        raise ProblemError(f"problem {self.name!r}: {coefficient} {what}")
+
+    # ------------------------------------------------------------ properties
+    def is_constant(self, name: str) -> bool:
+        """True when coefficient ``name`` is a constant or None (never a callable)."""
+        if name not in COEFFICIENTS:
+            raise ProblemError(f"problem {self.name!r}: no coefficient called {name!r}")
+        return not callable(getattr(self, name))
+
+    def _nonzero(self, name: str) -> bool:
+        value = getattr(self, name)
+        if value is None:
+            return False
+        if callable(value):
+            return True
+        return bool(np.any(np.asarray(value) != 0))
+
+    @property
+    def has_diffusion(self) -> bool:
+        """False when A is None or a zero constant (a purely hyperbolic problem)."""
+        return self._nonzero("diffusion")
+
+    @property
+    def has_advection(self) -> bool:
+        """False when b is None or a zero constant."""
+        return self._nonzero("advection")
+
+    @property
+    def has_reaction(self) -> bool:
+        return self._nonzero("reaction")
+
+    @property
+    def has_neumann(self) -> bool:
+        """True when some boundary points may be Neumann."""
+        return self._nonzero("is_neumann")
+
+    @property
+    def has_exact(self) -> bool:
+        return self.exact is not None
+
+    def check_dimension(self, d: int) -> None:
+        """Raise when the problem cannot be posed in ``d`` dimensions."""
+        if self.dim is not None and self.dim != d:
+            raise ProblemError(f"problem {self.name!r} is {self.dim}D, the mesh is {d}D")
+        if d not in (2, 3, 4):
+            raise ProblemError(f"problem {self.name!r}: dimension {d} is not supported (2, 3 or 4)")
+        x = np.zeros((0, d))
+        for name in ("diffusion", "advection", "reaction", "source", "dirichlet"):
+            if self.is_constant(name):
+                getattr(self, f"{name}_at")(x)
+
+    # ------------------------------------------------------------ evaluation
+    def _points(self, x: Any, xp: Any) -> tuple[Any, int, int]:
+        x = xp.asarray(x)
+        if x.ndim != 2:
+            raise ProblemError(f"problem {self.name!r}: points must have shape (n, d), got {tuple(x.shape)}")
+        n, d = int(x.shape[0]), int(x.shape[1])
+        if self.dim is not None and d != self.dim:
+            raise ProblemError(f"problem {self.name!r} is {self.dim}D, the mesh is {d}D")
+        return x, n, d
+
+    @staticmethod
+    def _dtype(x: Any, xp: Any) -> Any:
+        return x.dtype if x.dtype.kind == "f" else xp.float64
+
+    def _call(self, name: str, *args: Any) -> Any:
+        function = getattr(self, name)
+        try:
+            return function(*args)
+        except ProblemError:
+            raise
+        except Exception as exc:  # user code: report it as the problem's fault
+            n = args[0].shape[0] if hasattr(args[0], "shape") else "?"
+            raise ProblemError(
+                f"problem {self.name!r}: {name} raised {type(exc).__name__} at {n} points: {_one_line(exc)}"
+            ) from exc
+
+    def _checked(self, name: str, value: Any, x: Any, expected: tuple, xp: Any, dtype: Any) -> Any:
+        """``value`` as a floating array of shape ``expected``, all finite."""
+        n, d = int(x.shape[0]), int(x.shape[1])
+        try:
+            value = xp.asarray(value)
+        except Exception:
+            self._fail(name, f"returned {type(value).__name__}, expected an array of shape {expected}")
+        if value.dtype.kind not in "biuf":
+            self._fail(name, f"returned values of dtype {value.dtype}, expected real numbers")
+        if tuple(value.shape) != expected:
+            self._fail(name, f"returned shape {tuple(value.shape)} for {n} points in {d}D, expected {expected}")
+        value = value.astype(dtype, copy=False)
+        # the sum is one pass with no temporary; only a non-finite sum (a NaN or
+        # inf, or finite values overflowing) needs the point-by-point scan
+        if n and not bool(xp.isfinite(value.sum())) and bool((bad := ~xp.isfinite(value)).any()):
+            per_point = bad.reshape(n, -1).any(axis=1)
+            i = int(xp.flatnonzero(per_point)[0])
+            kind = "NaN" if bool(xp.isnan(value[i]).any()) else "inf"
+            self._fail(name, f"returned {kind} at x = {_format_point(_to_numpy(x[i]))} "
+                             f"({int(per_point.sum())} of {n} points)")
+        return value
+
+    def _constant(self, name: str, d: int, shape: tuple, xp: Any, dtype: Any) -> Any:
+        """The constant coefficient ``name`` as an array of shape ``(1,) + shape``."""
+        value = getattr(self, name)
+        if value is None:
+            return xp.zeros((1,) + shape, dtype=dtype)
+        array = np.asarray(value, dtype=np.float64)
+        if name == "diffusion" and array.ndim == 0:
+            array = array * np.eye(d)
+        if array.shape == (1,) + shape:
+            array = array[0]
+        if array.shape != shape:
+            allowed = "a scalar or " if name == "diffusion" else ""
+            self._fail(name, f"constant has shape {array.shape}, expected {allowed}{shape} in {d}D")
+        if name == "diffusion":
+            scale = float(np.abs(array).max()) if array.size else 0.0
+            if np.abs(array - array.T).max(initial=0.0) > _SYMMETRY_TOL * scale:
+                self._fail(name, f"constant {array.tolist()} is not symmetric")
+            if np.linalg.eigvalsh(array).min() < -_SYMMETRY_TOL * scale:
+                self._fail(name, f"constant {array.tolist()} is not positive semi-definite")
+        return xp.asarray(array[None], dtype=dtype)
+
+    def diffusion_at(self, x: Any, xp: Any = np) -> Any:
+        """A at the points: ``(n, d, d)``, or ``(1, d, d)`` when constant.
+
+        A callable may also return ``(n,)``, read as ``a(x) I``.  Values are
+        checked for finiteness, symmetry and a non-negative diagonal.
+        """
+        x, n, d = self._points(x, xp)
+        dtype = self._dtype(x, xp)
+        if self.is_constant("diffusion"):
+            return self._constant("diffusion", d, (d, d), xp, dtype)
+        value = xp.asarray(self._call("diffusion", x))
+        if tuple(value.shape) == (n,):
+            value = value[:, None, None] * xp.eye(d, dtype=value.dtype if value.dtype.kind == "f" else dtype)
+        A = self._checked("diffusion", value, x, (n, d, d), xp, dtype)
+        if n:
+            scale = xp.abs(A).reshape(n, -1).max(axis=1)
+            asym = xp.abs(A - xp.swapaxes(A, 1, 2)).reshape(n, -1).max(axis=1) > _SYMMETRY_TOL * scale
+            negative = (xp.diagonal(A, axis1=1, axis2=2) < -_SYMMETRY_TOL * scale[:, None]).any(axis=1)
+            for bad, what in ((asym, "not symmetric"), (negative, "not positive semi-definite (negative diagonal)")):
+                if bool(bad.any()):
+                    i = int(xp.flatnonzero(bad)[0])
+                    self._fail("diffusion", f"is {what} at x = {_format_point(_to_numpy(x[i]))}: "
+                                            f"{_to_numpy(A[i]).tolist()}")
+        return A
+
+    def advection_at(self, x: Any, xp: Any = np) -> Any:
+        """b at the points: ``(n, d)``, or ``(1, d)`` when constant."""
+        x, n, d = self._points(x, xp)
+        dtype = self._dtype(x, xp)
+        if self.is_constant("advection"):
+            return self._constant("advection", d, (d,), xp, dtype)
+        return self._checked("advection", self._call("advection", x), x, (n, d), xp, dtype)
+
+    def _scalar_at(self, name: str, x: Any, xp: Any, *extra: Any) -> Any:
+        x, n, d = self._points(x, xp)
+        dtype = self._dtype(x, xp)
+        if self.is_constant(name):
+            return self._constant(name, d, (), xp, dtype)
+        return self._checked(name, self._call(name, x, *extra), x, (n,), xp, dtype)
+
+    def reaction_at(self, x: Any, xp: Any = np) -> Any:
+        """c at the points: ``(n,)``, or ``(1,)`` when constant."""
+        return self._scalar_at("reaction", x, xp)
+
+    def source_at(self, x: Any, xp: Any = np) -> Any:
+        """f at the points: ``(n,)``, or ``(1,)`` when constant."""
+        return self._scalar_at("source", x, xp)
+
+    def dirichlet_at(self, x: Any, xp: Any = np) -> Any:
+        """g_D at the points: ``(n,)``, or ``(1,)`` when constant."""
+        return self._scalar_at("dirichlet", x, xp)
+
+    def _normals(self, x: Any, normal: Any, xp: Any) -> Any:
+        normal = xp.asarray(normal)
+        if tuple(normal.shape) != tuple(x.shape):
+            raise ProblemError(
+                f"problem {self.name!r}: normals of shape {tuple(normal.shape)} given for points of shape "
+                f"{tuple(x.shape)}"
+            )
+        return normal
+
+    def neumann_at(self, x: Any, normal: Any, xp: Any = np) -> Any:
+        """g_N at boundary points with unit outward normals: ``(n,)`` or ``(1,)``."""
+        x, n, d = self._points(x, xp)
+        normal = self._normals(x, normal, xp)
+        return self._scalar_at("neumann", x, xp, normal)
+
+    def neumann_mask(self, x: Any, normal: Any, xp: Any = np) -> Any:
+        """Where the diffusive boundary is Neumann: bool ``(n,)``, or ``(1,)`` when constant."""
+        x, n, d = self._points(x, xp)
+        normal = self._normals(x, normal, xp)
+        rule = self.is_neumann
+        if rule is None or not callable(rule):
+            return xp.full((1,), bool(rule), dtype=bool)
+        value = self._call("is_neumann", x, normal)
+        try:
+            value = xp.asarray(value)
+        except Exception:
+            self._fail("is_neumann", f"returned {type(value).__name__}, expected a bool array of shape {(n,)}")
+        if tuple(value.shape) != (n,):
+            self._fail("is_neumann", f"returned shape {tuple(value.shape)} for {n} points in {d}D, expected {(n,)}")
+        if value.dtype != bool:
+            if value.dtype.kind not in "iuf" or not bool(((value == 0) | (value == 1)).all()):
+                self._fail("is_neumann", f"returned values of dtype {value.dtype} that are not 0/1, "
+                                         "expected a bool mask")
+            value = value != 0
+        return value
+
+    def exact_at(self, x: Any, xp: Any = np) -> Any:
+        """The exact solution at the points: ``(n,)``."""
+        x, n, d = self._points(x, xp)
+        if self.exact is None:
+            raise ProblemError(f"problem {self.name!r} has no exact solution")
+        return self._checked("exact", self._call("exact", x), x, (n,), xp, self._dtype(x, xp))
+
+    def exact_gradient_at(self, x: Any, xp: Any = np) -> Any:
+        """The gradient of the exact solution at the points: ``(n, d)``."""
+        x, n, d = self._points(x, xp)
+        if self.exact_gradient is None:
+            raise ProblemError(f"problem {self.name!r} has no exact_gradient")
+        return self._checked("exact_gradient", self._call("exact_gradient", x), x, (n, d), xp,
+                             self._dtype(x, xp))
+
+    def validate(self, x: Any, normal: Any | None = None, xp: Any = np) -> None:
+        """Evaluate every coefficient at the sample points ``x`` (and the boundary
+        data with ``normal`` when given), raising :class:`ProblemError` on the
+        first misbehaving one.  A cheap early check before a long assembly."""
+        self.check_dimension(int(xp.asarray(x).shape[1]))
+        self.diffusion_at(x, xp)
+        self.advection_at(x, xp)
+        self.reaction_at(x, xp)
+        self.source_at(x, xp)
+        self.dirichlet_at(x, xp)
+        if normal is not None:
+            self.neumann_mask(x, normal, xp)
+            self.neumann_at(x, normal, xp)
+        if self.exact is not None:
+            self.exact_at(x, xp)
+        if self.exact_gradient is not None:
+            self.exact_gradient_at(x, xp)
+
+
+# ---------------------------------------------------------------------------
+# the contract as a protocol
+
+#: what a plain object may carry besides the coefficients, and what each must be
+_SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "name": (str, "a str"),
+    "description": (str, "a str"),
+    "default_mesh": (str, "a str"),
+    "space_time": ((bool, np.bool_), "a bool"),
+}
+
+#: the attributes that make an object a problem: at least one must be there
+_PROTOCOL = COEFFICIENTS + ("initial",)
+
+#: what a problem may be, for messages; the old texts ("expected a polydg.problem.Problem...") stay their prefixes
+_AN_OBJECT = f"an object with some of its attributes ({', '.join(_PROTOCOL)})"
+_EXPECTED = f"a polydg.problem.Problem or a callable returning one, or {_AN_OBJECT}"
+_EXPECTED_RESULT = f"a polydg.problem.Problem or {_AN_OBJECT}"
+
+_MISSING = object()
+
+
+def _accepts_argument(function: Callable[..., Any]) -> bool:
+    """True when ``function`` can be called with one positional argument (the dimension)."""
+    try:
+        params = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params)
+
+
+def _read(obj: Any, attribute: str, owner: str) -> Any:
+    """``obj.attribute``, or :data:`_MISSING`; a property that raises is the object's fault."""
+    try:
+        return getattr(obj, attribute, _MISSING)
+    except Exception as exc:  # user code (a property): one line naming the attribute
+        raise ProblemError(f"{owner} whose {attribute} raised {type(exc).__name__} when read: "
+                           f"{_one_line(exc)}") from exc
+
+
+def _has_protocol_attribute(obj: Any) -> bool:
+    for attribute in _PROTOCOL:
+        try:
+            if getattr(obj, attribute, _MISSING) is not _MISSING:
+                return True
+        except Exception:  # a property that raises still says the object means to be a problem
+            return True
+    return False
+
+
+def _from_attributes(obj: Any, owner: str) -> Problem:
+    """The :class:`Problem` whose fields are ``obj``'s attributes; ``owner`` names ``obj`` in messages."""
+    fields: dict[str, Any] = {}
+    for attribute in _PROTOCOL:
+        value = _read(obj, attribute, owner)
+        if value is _MISSING:
+            continue  # absent means zero, as for a Problem built without it
+        what = _wrong_kind(attribute, value)
+        if what:
+            raise ProblemError(f"{owner} whose {attribute} {what}")
+        fields[attribute] = value
+    for attribute, (kinds, text) in _SETTINGS.items():
+        value = _read(obj, attribute, owner)
+        if value is _MISSING or value is None:
+            continue
+        if not isinstance(value, kinds):
+            raise ProblemError(f"{owner} whose {attribute} must be {text}, got {type(value).__name__}")
+        fields[attribute] = value
+    dim = _read(obj, "dim", owner)
+    if dim is not _MISSING and dim is not None:
+        # bool is an int, but True is no dimension
+        if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)) or dim not in (2, 3, 4):
+            raise ProblemError(f"{owner} whose dim must be 2, 3, 4 or None, got {dim!r}")
+        fields["dim"] = int(dim)
+    if "name" not in fields:
+        # a module's own name; for anything else the class says what it is
+        fields["name"] = obj.__name__ if isinstance(obj, types.ModuleType) else type(obj).__name__
+    return Problem(**fields)
+
+
+def _run_plain(function: Callable[[], Any], failed: Callable[[BaseException], str]) -> Any:
+    """``function()``, user code; an exception becomes a one-line :class:`ProblemError` saying ``failed(exc)``."""
+    try:
+        return function()
+    except ProblemError:
+        raise
+    except Exception as exc:
+        raise ProblemError(failed(exc)) from exc
+
+
+def _adapt(obj: Any, dim: int | None, subject: str,
+           run: Callable[[Callable[[], Any], Callable[[BaseException], str]], Any] = _run_plain) -> Problem:
+    """:func:`as_problem`, with ``subject`` naming ``obj`` in messages and ``run`` running a factory.
+
+    :func:`~polydg.problem.load_problem` passes a ``run`` that holds back
+    what a problem file's factory prints.
+    """
+    if isinstance(obj, Problem):
+        problem = obj
+    elif isinstance(obj, type) or (callable(obj) and not _has_protocol_attribute(obj)):
+        # a factory (a class is one too: its instances carry the attributes)
+        factory = obj
+        call = f"{subject}({'' if dim is None else dim})"
+        made = run(lambda: factory(dim) if _accepts_argument(factory) else factory(),
+                   lambda exc: f"{call} raised {type(exc).__name__}: {_one_line(exc)}")
+        if isinstance(made, Problem):
+            problem = made
+        elif not isinstance(made, type) and _has_protocol_attribute(made):
+            problem = _from_attributes(made, f"{subject}() returned a {type(made).__name__}")
+        else:
+            raise ProblemError(f"{subject}() returned a {type(made).__name__}, expected {_EXPECTED_RESULT}")
+    elif _has_protocol_attribute(obj):
+        problem = _from_attributes(obj, f"{subject} is a {type(obj).__name__}")
+    else:
+        raise ProblemError(f"{subject} is a {type(obj).__name__}, expected {_EXPECTED}")
+    if dim is not None:
+        problem.check_dimension(dim)
+    return problem
+
+
+def as_problem(obj: Any, dim: int | None = None) -> Problem:
+    """``obj`` as a :class:`Problem` that fits ``dim`` dimensions (any when None).
+
+    ``obj`` may be
+
+    * a :class:`Problem`: returned as it is;
+    * any object with some of the contract's attributes (:data:`COEFFICIENTS`
+      and ``initial``; a plain instance, a module): each is a method or
+      function of ``x`` (``neumann`` and ``is_neumann`` of ``x, normal``), a
+      constant, or None, exactly as for a :class:`Problem`, and a missing one
+      means zero / absent.  Optional ``name`` (default: the class's name),
+      ``dim``, ``description``, ``default_mesh`` and ``space_time`` are
+      taken as they are;
+    * a callable returning one of these, called with ``dim`` when it takes
+      an argument; a class is such a callable: it is instantiated.
+
+    Anything else, an attribute of the wrong kind, or a factory that raises
+    gives a one-line :class:`~polydg.errors.ProblemError` naming the type
+    and the attribute.  The result is checked against ``dim``.
+
+    >>> class Reaction:
+    ...     dim = 2
+    ...     reaction = 1.0                      # a constant: never expanded to the points
+    ...     def source(self, x):
+    ...         return np.ones(len(x))
+    >>> problem = as_problem(Reaction, 2)
+    >>> problem.name, problem.has_reaction, problem.has_diffusion, problem.source_at(np.zeros((3, 2))).tolist()
+    ('Reaction', True, False, [1.0, 1.0, 1.0])
+    >>> class Bad:
+    ...     diffusion = "A"
+    >>> as_problem(Bad())  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    polydg.errors.ProblemError: as_problem: the object is a Bad whose diffusion must be a callable, ..., got str
+    """
+    named = isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType))
+    return _adapt(obj, dim, f"as_problem: {obj.__qualname__ if named else 'the object'}")
