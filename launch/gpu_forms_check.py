@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     import math
 
     from polydg.assembly import kernels as K
-    from polydg.assembly.assembler import _Coefficients, _face_degree, _face_point_batch
+    from polydg.assembly.coefficients import Coefficients
+    from polydg.assembly.plan import face_rule_degrees
     from polydg.assembly.forms import interior_face_point, load_point, normal_flux, volume_point
     from polydg.assembly.penalty import diffusion_bound, face_penalty
     from polydg.assembly.points import simplex_points
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     degree = np.full(mesh.n_elements, P, dtype=np.int64)
     nbasis = np.full(mesh.n_elements, NB, dtype=np.int64)
     lo, hi = np.ascontiguousarray(mesh.bbox_min), np.ascontiguousarray(mesh.bbox_max)
-    coeff = _Coefficients(problem, D, np.float64, 1)
+    coeff = Coefficients(problem, D, np.float64, 1)
     device = "CPU simulator" if simulated else cuda.get_current_device().name
     if isinstance(device, bytes):
         device = device.decode()
@@ -202,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
 
     n_int = mesh.n_interior_faces
     faces = np.arange(n_int, dtype=np.int64)
-    fb = _face_point_batch(mesh, faces, _face_degree(degree, mesh.face_elements, 0)[faces])
+    fb = simplex_points(mesh.points, mesh.face_measure[faces], face_rule_degrees(degree, mesh.face_elements, 0)[faces],
+                        cells=mesh.face_vertices[faces])
     Af, Bf = coeff.interior(fb.x)
     sigma = face_penalty(mesh, degree, diffusion_bound(mesh, problem, degree, 0))
     normal = np.ascontiguousarray(mesh.face_normal)

@@ -211,14 +211,14 @@ def test_penalty_kernels_are_compiled_before_the_assembly_clock_starts(kind):
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_coefficients_are_evaluated_piece_by_piece_into_one_array(monkeypatch, threads):
-    from polydg.assembly import assembler
+    from polydg.assembly import coefficients as coefficient_module
     from polydg.errors import ProblemError
 
-    monkeypatch.setattr(assembler, "COEFFICIENT_PIECE", 1000)
+    monkeypatch.setattr(coefficient_module, "COEFFICIENT_PIECE", 1000)
     problem = builtin_problem("paper-3d", 3)
     x = np.random.default_rng(5).random((4321, 3))  # four full pieces and a partial one
     for dtype in (np.float64, np.float32):
-        coefficients = assembler._Coefficients(problem, 3, dtype, threads)
+        coefficients = coefficient_module.Coefficients(problem, 3, dtype, threads)
         A, B, C, F = coefficients.volume(x, want_load=True)
         assert A.shape == (1, 3, 3) and B.dtype == dtype and F.flags.c_contiguous
         for got, expected in ((B, problem.advection_at(x)), (C, problem.reaction_at(x)), (F, problem.source_at(x))):
@@ -227,7 +227,7 @@ def test_coefficients_are_evaluated_piece_by_piece_into_one_array(monkeypatch, t
     bad = x.copy()
     bad[3500, 1] = np.nan
     with pytest.raises(ProblemError, match=r"advection returned NaN at x = \[.*nan"):
-        assembler._Coefficients(problem, 3, np.float64, threads).interior(bad)
+        coefficient_module.Coefficients(problem, 3, np.float64, threads).interior(bad)
     # at most ``threads`` threads evaluate the pieces (the pool may hold more workers)
     import threading
 
@@ -239,7 +239,7 @@ def test_coefficients_are_evaluated_piece_by_piece_into_one_array(monkeypatch, t
         seen.add(threading.get_ident())
         return 1.0 + y
 
-    _, B = assembler._Coefficients(Problem(name="threads", advection=advection, dim=3), 3, np.float64,
+    _, B = coefficient_module.Coefficients(Problem(name="threads", advection=advection, dim=3), 3, np.float64,
                                    threads).interior(x)
     assert np.array_equal(B, 1.0 + x) and 1 <= len(seen) <= threads
 
@@ -248,6 +248,7 @@ def test_chunks_reuse_their_work_arrays_and_stay_bitwise_identical(monkeypatch):
     """Points and coefficients of every chunk live in one Workspace: its buffers are made once
     (growing at most a few times), and the chunked matrix equals the one-chunk matrix bit for bit."""
     from polydg.assembly import assembler
+    from polydg.assembly import coefficients as coefficient_module
     from polydg.assembly.workspace import Workspace
 
     problem = builtin_problem("paper-3d", 3)
@@ -264,7 +265,7 @@ def test_chunks_reuse_their_work_arrays_and_stay_bitwise_identical(monkeypatch):
             return out
 
     monkeypatch.setattr(assembler, "Workspace", CountingWorkspace)
-    monkeypatch.setattr(assembler, "COEFFICIENT_PIECE", 50)  # the coefficients go to the workspace too
+    monkeypatch.setattr(coefficient_module, "COEFFICIENT_PIECE", 50)  # the coefficients go to the workspace too
     chunked = assemble(space, problem, memory_budget_mb=0.05)
     assert chunked.info["chunks"] >= 8
     assert {"x", "weight", "advection", "reaction", "source"} <= set(made)
@@ -277,9 +278,10 @@ def test_chunks_reuse_their_work_arrays_and_stay_bitwise_identical(monkeypatch):
 def test_repeated_assemblies_reuse_one_workspace_and_return_arrays_of_their_own(monkeypatch, approach):
     """A Workspace passed to assemble keeps its buffers from call to call (none made twice), and
     the results are bitwise those of an assembly with a workspace of its own."""
-    from polydg.assembly import Workspace, assembler
+    from polydg.assembly import Workspace
+    from polydg.assembly import coefficients as coefficient_module
 
-    monkeypatch.setattr(assembler, "COEFFICIENT_PIECE", 50)  # the coefficients go to the workspace too
+    monkeypatch.setattr(coefficient_module, "COEFFICIENT_PIECE", 50)  # the coefficients go to the workspace too
     problem = builtin_problem("paper-3d", 3)
     space = DGSpace(MESH_3D, np.arange(MESH_3D.n_elements) % 3 + 1)  # mixed degrees: every code path
     alone = assemble(space, problem, approach=approach)
@@ -302,10 +304,10 @@ def test_repeated_assemblies_reuse_one_workspace_and_return_arrays_of_their_own(
 def test_coefficients_of_a_piece_are_evaluated_together(monkeypatch):
     """Every coefficient of one piece of points before the next piece: the piece's points are read
     from memory once (b, c, f of 2M points at 2D p = 1: 14.5 -> 12.2 ms)."""
-    from polydg.assembly import assembler
+    from polydg.assembly import coefficients as coefficient_module
     from polydg.problem import Problem
 
-    monkeypatch.setattr(assembler, "COEFFICIENT_PIECE", 100)
+    monkeypatch.setattr(coefficient_module, "COEFFICIENT_PIECE", 100)
     calls = []
 
     def recording(name, value):
@@ -317,7 +319,7 @@ def test_coefficients_of_a_piece_are_evaluated_together(monkeypatch):
     problem = Problem(name="recording", dim=2, diffusion=1.0, advection=recording("b", lambda x: 1.0 + x),
                       reaction=recording("c", lambda x: x[:, 0] * x[:, 1]), source=recording("f", lambda x: x[:, 0]))
     x = np.random.default_rng(2).random((250, 2))
-    A, B, C, F = assembler._Coefficients(problem, 2, np.float64, 1).volume(x, want_load=True)
+    A, B, C, F = coefficient_module.Coefficients(problem, 2, np.float64, 1).volume(x, want_load=True)
     assert np.array_equal(B, 1.0 + x) and np.array_equal(C, x[:, 0] * x[:, 1]) and np.array_equal(F, x[:, 0])
     assert A.shape == (1, 2, 2)
     pieces = [call for call in calls if call[1] > 1]  # after each coefficient's one-point probe of its shape

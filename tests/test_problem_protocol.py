@@ -86,6 +86,7 @@ def test_a_plain_object_assembles_bit_for_bit_like_the_problem(plain):
     assert not problem.is_constant("diffusion") and problem.has_neumann and problem.has_exact
     result = _same_system(REFERENCE, problem)
     assert result.matrix.nnz > 0 and np.abs(result.rhs).max() > 0
+    _same_system(REFERENCE, plain)  # assemble() adapts the plain object itself
 
 
 def test_missing_attributes_mean_zero():

@@ -1,0 +1,137 @@
+"""The assembly plan: everything decided before the first kernel runs, the same for every backend.
+
+A plan holds the rows to assemble (a contiguous element range, the rows of
+one MPI rank or all), the bases' tables, the quadrature rules' degrees, the
+sparsity pattern, the face penalty and the chunks of elements whose
+quadrature points fit the memory budget.  The passes (``passes.py``:
+volume, interior faces, boundary) execute a plan chunk by chunk.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..basis import legendre_recurrence, multi_indices
+from ..quadrature import default_degree
+from .moments import moment_tables
+from .pattern import SparsityPattern, sparsity_pattern
+from .penalty import diffusion_bound, face_penalty
+from .points import point_counts
+from .timing import Timer
+
+#: bytes of working memory per quadrature point (points, weights, normals,
+#: coefficients and the temporaries of their evaluation), used to size chunks
+BYTES_PER_POINT = 8 * 48
+
+
+@dataclass
+class AssemblyPlan:
+    """What the passes need: sizes, tables, pattern, penalty and chunks (NumPy arrays).
+
+    ``dtype`` is the working precision of the values; ``lo``, ``hi``
+    (elements' bounding boxes), ``normal`` and ``sigma`` are given in it.
+    ``q_uniform`` is the one rule degree of a space with one polynomial
+    degree (no per-entity degree arrays to count), else None.
+    """
+
+    space: object
+    problem: object
+    approach: str
+    dtype: type
+    elements: np.ndarray
+    table: np.ndarray
+    rec: np.ndarray
+    moments: tuple
+    pattern: SparsityPattern
+    adj_interface: np.ndarray
+    face_penalty: np.ndarray
+    sigma: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    normal: np.ndarray
+    boundary_offsets: np.ndarray
+    q_element: np.ndarray
+    q_uniform: int | None
+    face_q: np.ndarray
+    chunks: list[tuple[int, int]]
+
+    @property
+    def mesh(self):
+        return self.space.mesh
+
+    def face_degrees(self, faces: np.ndarray) -> int | np.ndarray:
+        """The rule degree of each listed face (one int for a one-degree space)."""
+        return self.q_uniform if self.q_uniform is not None else self.face_q[faces]
+
+
+def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penalty_kind: str,
+                  quadrature_extra: int, memory_budget_mb: float, elements: np.ndarray, timer: Timer) -> AssemblyPlan:
+    """The plan of one assembly; the pattern's time goes to ``indices``, the penalty's to ``penalty``."""
+    mesh = space.mesh
+    d, n_el = mesh.dim, mesh.n_elements
+    degree = space.degree
+    table = np.ascontiguousarray(multi_indices(space.max_degree, d))
+    rec = legendre_recurrence(2 * space.max_degree, dtype)  # the moments reach degree 2 pmax
+
+    t = time.perf_counter()
+    pattern = sparsity_pattern(mesh, space.dof_offsets, elements)
+    t = timer.add("indices", t)
+    adj_interface = np.full(len(pattern.adj_col), -1, dtype=np.int64)
+    adj_interface[pattern.interface_entry[:, 0]] = np.arange(mesh.n_interfaces)
+    adj_interface[pattern.interface_entry[:, 1]] = np.arange(mesh.n_interfaces)
+    a_bound = diffusion_bound(mesh, problem, degree, quadrature_extra)
+    sigma64 = face_penalty(mesh, degree, a_bound, C_sigma=penalty, kind=penalty_kind)
+    timer.add("penalty", t)
+
+    n_int = mesh.n_interior_faces
+    b_el = mesh.face_elements[n_int:, 0]
+    q_element = default_degree(degree, quadrature_extra)
+    face_q = face_rule_degrees(degree, mesh.face_elements, quadrature_extra)
+    return AssemblyPlan(
+        space=space, problem=problem, approach=approach, dtype=dtype, elements=elements, table=table, rec=rec,
+        moments=moment_tables(space.max_degree, d, dtype), pattern=pattern, adj_interface=adj_interface,
+        face_penalty=sigma64, sigma=sigma64.astype(dtype),
+        lo=np.ascontiguousarray(mesh.bbox_min, dtype=dtype), hi=np.ascontiguousarray(mesh.bbox_max, dtype=dtype),
+        normal=np.ascontiguousarray(mesh.face_normal, dtype=dtype),
+        boundary_offsets=n_int + np.searchsorted(b_el, np.arange(n_el + 1)).astype(np.int64),
+        q_element=q_element,
+        q_uniform=default_degree(space.max_degree, quadrature_extra) if space.min_degree == space.max_degree else None,
+        face_q=face_q, chunks=element_chunks(mesh, q_element, face_q, memory_budget_mb, elements))
+
+
+def face_rule_degrees(degree: np.ndarray, face_elements: np.ndarray, extra: int) -> np.ndarray:
+    """The rule degree of every face: the default for the larger degree of its elements."""
+    other = np.where(face_elements[:, 1] >= 0, degree[np.maximum(face_elements[:, 1], 0)], 0)
+    return default_degree(np.maximum(degree[face_elements[:, 0]], other), extra)
+
+
+def element_chunks(mesh, element_rule: np.ndarray, face_rule: np.ndarray, memory_budget_mb: float,
+                   elements: np.ndarray) -> list[tuple[int, int]]:
+    """Split the contiguous element range into chunks whose quadrature points fit the budget.
+
+    ``element_rule`` and ``face_rule`` are the rules' exactness degrees per
+    element and per face (:func:`~polydg.quadrature.default_degree`, :func:`face_rule_degrees`).
+    """
+    e_lo, e_hi = int(elements[0]), int(elements[-1]) + 1
+    d = mesh.dim
+    # every sub-simplex of an element has the element's rule: counted per element, not per sub-simplex
+    per_element = point_counts(d, element_rule[e_lo:e_hi]) * np.diff(mesh.element_offsets[e_lo:e_hi + 1])
+    # faces: each face's points counted for both of its elements (an upper bound)
+    fe = mesh.face_elements
+    per_face = point_counts(d - 1, face_rule)
+    face_load = np.bincount(fe[:, 0], per_face, minlength=mesh.n_elements)
+    inner = fe[:, 1] >= 0
+    face_load += np.bincount(fe[inner, 1], per_face[inner], minlength=mesh.n_elements)
+    cost = np.maximum(per_element, face_load[e_lo:e_hi].astype(np.int64))
+    max_points = max(int(memory_budget_mb * 2**20 / BYTES_PER_POINT), 1)
+    cum = np.cumsum(cost)
+    cuts = [0]
+    while cuts[-1] < len(cost):  # one iteration per chunk
+        base = cum[cuts[-1] - 1] if cuts[-1] > 0 else 0
+        nxt = int(np.searchsorted(cum, base + max_points, side="right"))
+        cuts.append(max(nxt, cuts[-1] + 1))
+    cuts[-1] = min(cuts[-1], len(cost))
+    return [(e_lo + a, e_lo + b) for a, b in zip(cuts[:-1], cuts[1:])]
