@@ -485,19 +485,21 @@ def interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_off
                    face_local, pts, X, *args)
 
 
+@njit(cache=True, inline="always")
+def _boundary_scratch(d, nbmax, pmax, like):  # pragma: no cover - compiled
+    """Work arrays of the pointwise boundary form: block, load, A n, the basis scratch, fluxes, box tables."""
+    dt = like.dtype
+    return ((np.empty((nbmax, nbmax), dt), np.empty(nbmax, dt), np.empty(d, dt)) + _basis_scratch(d, nbmax, pmax, like)
+            + (np.empty(nbmax, dt),) + _box_scratch(d, pmax, like))
+
+
 @range_kernel
 def _boundary_rows(e_lo, e_hi, mode, boundary_offsets, face_local, pts, X, W, A, B, GD, GN, NEU, normal, sigma,
                    lo, hi, degree, nbasis, table, rec, row_base, row_width, block_start, diag_entry, dof_offsets,
                    first_row, data, rhs):  # pragma: no cover - compiled
     d = X.shape[1]
-    nbmax = table.shape[0]
     pmax = _table_degree(table)
-    block = np.empty((nbmax, nbmax), data.dtype)
-    vec = np.empty(nbmax, data.dtype)
-    An = np.empty(d, data.dtype)
-    leg, dleg, phi, grad = _basis_scratch(d, nbmax, pmax, data)
-    flux = np.empty(nbmax, data.dtype)
-    box, scale = _box_scratch(d, pmax, data)
+    block, vec, An, leg, dleg, phi, grad, flux, box, scale = _boundary_scratch(d, table.shape[0], pmax, data)
     for e in range(e_lo, e_hi):
         f0, f1 = boundary_offsets[e], boundary_offsets[e + 1]
         if f0 == f1:
@@ -626,14 +628,8 @@ def _boundary_face_blocks(t_lo, t_hi, mode, faces, face_elements, face_local, pt
                           sigma, lo, hi, degree, nbasis, table, rec, vals, vals_offsets, loads,
                           load_offsets):  # pragma: no cover - compiled
     d = X.shape[1]
-    nbmax = table.shape[0]
     pmax = _table_degree(table)
-    block = np.empty((nbmax, nbmax), vals.dtype)
-    vec = np.empty(nbmax, vals.dtype)
-    An = np.empty(d, vals.dtype)
-    leg, dleg, phi, grad = _basis_scratch(d, nbmax, pmax, vals)
-    flux = np.empty(nbmax, vals.dtype)
-    box, scale = _box_scratch(d, pmax, vals)
+    block, vec, An, leg, dleg, phi, grad, flux, box, scale = _boundary_scratch(d, table.shape[0], pmax, vals)
     for t in range(t_lo, t_hi):
         f = faces[t]
         fl = face_local[f]

@@ -68,10 +68,15 @@ class PassContext:
         X[...], W[...] = batch.x, batch.weight
         return X, W
 
-    def face_points(self, faces: np.ndarray) -> PointBatch:
+    def face_points(self, faces: np.ndarray) -> tuple[PointBatch, np.ndarray, np.ndarray]:
+        """The listed faces' quadrature points (float64) and the points and weights in the working precision."""
+        t = time.perf_counter()
         mesh = self.plan.mesh
-        return simplex_points(mesh.points, mesh.face_measure[faces], self.plan.face_degrees(faces),
-                              cells=mesh.face_vertices[faces], workspace=self.workspace)
+        batch = simplex_points(mesh.points, mesh.face_measure[faces], self.plan.face_degrees(faces),
+                               cells=mesh.face_vertices[faces], workspace=self.workspace)
+        X, W = self.points(batch)
+        self.timer.add("quadrature_points", t)
+        return batch, X, W
 
     def matrix(self) -> sp.csr_matrix:
         """The assembled rows as CSR with int64 indices (Approach 1: SciPy's conversion of the triplets)."""
@@ -160,10 +165,8 @@ def _interior_rows_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
         ifs = np.flatnonzero(((ie[:, 0] >= e_lo) & (ie[:, 0] < e_hi)) | ((ie[:, 1] >= e_lo) & (ie[:, 1] < e_hi)))
         faces = expand_ranges(mesh.interface_offsets[ifs], mesh.interface_offsets[ifs + 1])
         ctx.face_local[faces] = np.arange(len(faces))
+        batch, X, W = ctx.face_points(faces)
         t = time.perf_counter()
-        batch = ctx.face_points(faces)
-        X, W = ctx.points(batch)
-        t = timer.add("quadrature_points", t)
         A, B = ctx.coefficients.interior(batch.x)
         timer.add("coefficients", t)
         args = (pattern.adj_offsets, pattern.adj_col, plan.adj_interface, mesh.interface_offsets, ctx.face_local,
@@ -187,10 +190,8 @@ def _interior_entities_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
             continue
         faces = np.arange(f_lo, f_hi, dtype=np.int64)
         ctx.face_local[faces] = np.arange(len(faces))
+        batch, X, W = ctx.face_points(faces)
         t = time.perf_counter()
-        batch = ctx.face_points(faces)
-        X, W = ctx.points(batch)
-        t = timer.add("quadrature_points", t)
         A, B = ctx.coefficients.interior(batch.x)
         timer.add("coefficients", t)
         e1, e2 = mesh.face_elements[faces, 0], mesh.face_elements[faces, 1]
@@ -238,11 +239,9 @@ def boundary_face_pass(plan: AssemblyPlan, ctx: PassContext, mode: int, key: str
             continue
         faces = np.arange(f0, f1, dtype=np.int64)
         ctx.face_local[faces] = np.arange(len(faces))
+        batch, X, W = ctx.face_points(faces)
         t = time.perf_counter()
-        batch = ctx.face_points(faces)
-        X, W = ctx.points(batch)
         normals = np.repeat(mesh.face_normal[faces], np.diff(batch.offsets), axis=0)
-        t = timer.add("quadrature_points", t)
         A, B, GD, GN, NEU = ctx.coefficients.boundary(batch.x, normals)
         timer.add("coefficients", t)
         if plan.approach == "2":
