@@ -259,12 +259,12 @@ def volume_moments(r_first, r_last, X, W, A, B, C, F, want_load, box, rec, p, ps
 def volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src, iso_coef,
                  full_start, full_rows, full_src, full_coef, S, block, vec):  # pragma: no cover - compiled
     """The block and load from the moments, with the tables that match the diffusion (A = a I or not)."""
-    if a_kind == A_ISOTROPIC:
-        block_from_moments(p, nb, counts[p], mu, mus, a_kind, Ab, box, scale, table, iso_rows, iso_src, iso_coef, S,
-                           block, vec)
-    else:
-        block_from_moments(p, nb, counts[p], mu, mus, a_kind, Ab, box, scale, table, full_rows, full_src,
-                           full_coef, S, block, vec)
+    # the tables are chosen first, so that the inlined block_from_moments appears once (compile time)
+    iso = a_kind == A_ISOTROPIC
+    rows = iso_rows if iso else full_rows
+    src = iso_src if iso else full_src
+    coef = iso_coef if iso else full_coef
+    block_from_moments(p, nb, counts[p], mu, mus, a_kind, Ab, box, scale, table, rows, src, coef, S, block, vec)
 
 
 def _check_moment_arguments(table: np.ndarray, rec: np.ndarray) -> None:
