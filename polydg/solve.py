@@ -1,8 +1,10 @@
 """Linear solves of the assembled system, DG error norms and point evaluation.
 
 * :func:`solve`: SciPy's sparse LU (direct) or a preconditioned Krylov method
-  (iterative: CG with block-Jacobi / Jacobi for symmetric matrices, GMRES with
-  ILU otherwise), with time, iterations and the true residual in ``info``.
+  (iterative: CG for symmetric matrices, GMRES otherwise, preconditioned by
+  algebraic multigrid when pyamg is installed, else by block-Jacobi / ILU as
+  before), with setup and iteration times, iterations and the true residual
+  in ``info``.
 * :func:`errors`: the L2 error, the broken H1 seminorm error and the DG-norm
   error of a discrete solution against the problem's exact solution, by
   quadrature on the sub-simplices and the faces of the polytopic mesh.
@@ -24,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from .errors import PolyDGError
+from .errors import OptionError, PolyDGError
 
 #: default penalty constant of :func:`errors` when no per-face values are given
 DEFAULT_PENALTY = 10.0
@@ -87,6 +89,154 @@ def _jacobi(A: sp.csr_matrix) -> sp.csr_matrix:
     return sp.diags(inverse).tocsr()
 
 
+#: accepted values of ``solve(..., preconditioner=)``
+PRECONDITIONERS = ("auto", "amg", "block-jacobi", "jacobi", "ilu")
+
+
+def _pyamg() -> Any:
+    """The pyamg module, or None when it is not installed (tests patch this)."""
+    try:
+        import pyamg
+    except ImportError:
+        return None
+    return pyamg
+
+
+def constant_coefficients(space: Any) -> np.ndarray:
+    """(n_elements,) coefficient of each element's first (constant) basis
+    function that represents the constant 1: ``1 / phi_0``."""
+    tabulate, _, _ = _basis()
+    mesh = space.mesh
+    lo, hi = mesh.bbox_min, mesh.bbox_max
+    return 1.0 / tabulate(0.5 * (lo + hi), lo, hi, 0)[:, 0]
+
+
+class _AMG:
+    """The ``amg`` preconditioner: one p-multigrid step onto the degree <= 1
+    modes of every element, then one V-cycle of pyamg's root-node smoothed
+    aggregation on them.
+
+    Coarse space: the ``coarse_sizes[K]`` leading dofs of element K (the
+    hierarchical basis makes them the degree <= 1 modes, or only the constant
+    when the dimension is not known); its matrix is the Galerkin submatrix
+    ``A[c, c]``.  Smoother on the fine level: damped (0.7) block-Jacobi on the
+    element blocks, once before and once after the coarse correction (a
+    symmetric preconditioner for a symmetric A).  When the coarse space is
+    everything (degree 1, or no block structure), the V-cycle runs on A itself.
+    pyamg's near-nullspace B is the constant function: ``constants[K]`` on the
+    first dof of element K (1 when unknown; pyamg's candidate improvement then
+    corrects its scaling).
+    """
+
+    OMEGA = 0.7
+
+    def __init__(self, pyamg: Any, A: sp.csr_matrix, symmetric: bool, block_sizes: np.ndarray | None,
+                 coarse_sizes: np.ndarray | None, constants: np.ndarray | None):
+        n = A.shape[0]
+        self.A = A
+        if block_sizes is None:
+            sizes = np.ones(n, dtype=np.int64)
+            coarse_sizes = sizes
+        else:
+            sizes = np.asarray(block_sizes, dtype=np.int64)
+            if sizes.sum() != n:
+                raise SolverError(f"block sizes sum to {int(sizes.sum())}, the matrix has {n} rows")
+            coarse_sizes = sizes if coarse_sizes is None else np.minimum(np.asarray(coarse_sizes, np.int64), sizes)
+        starts = np.zeros(len(sizes), dtype=np.int64)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        self.two_level = bool((coarse_sizes < sizes).any())
+        if self.two_level:
+            self.coarse = np.repeat(starts, coarse_sizes) + (np.arange(coarse_sizes.sum())
+                                                            - np.repeat(np.cumsum(coarse_sizes) - coarse_sizes,
+                                                                        coarse_sizes))
+            Ac = A[self.coarse][:, self.coarse].tocsr()
+            self.smoother = (block_jacobi(A, sizes) * self.OMEGA).tocsr()
+        else:
+            self.coarse = None
+            Ac = A
+        # the constant function on the coarse dofs: its coefficient on every element's first dof
+        coarse_starts = np.zeros(len(coarse_sizes), dtype=np.int64)
+        np.cumsum(coarse_sizes[:-1], out=coarse_starts[1:])
+        if Ac.nnz < 2**31 - 1:  # pyamg's kernels want the index arrays of all its matrices alike: int32
+            Ac = sp.csr_matrix((Ac.data, Ac.indices.astype(np.int32), Ac.indptr.astype(np.int32)), shape=Ac.shape)
+        B = np.zeros((Ac.shape[0], 1))
+        B[coarse_starts, 0] = 1.0 if constants is None else np.asarray(constants, dtype=np.float64)
+        self.ml = pyamg.aggregation.rootnode_solver(Ac, B=B, symmetry="symmetric" if symmetric else "nonsymmetric")
+        summary = f"{len(self.ml.levels)} levels, operator complexity {self.ml.operator_complexity():.2f}"
+        if self.two_level:
+            modes = "element-constant" if (coarse_sizes == 1).all() else "degree<=1"
+            self.description = (f"block-Jacobi smoothing, root-node SA on the {Ac.shape[0]:,} {modes} dofs "
+                                f"({summary})")
+        else:
+            self.description = f"root-node SA on the matrix ({summary})"
+
+    def _vcycle(self, b: np.ndarray) -> np.ndarray:
+        """One V-cycle of the pyamg hierarchy from a zero guess (pyamg's own
+        ``solve(maxiter=1)`` adds two residual norms on the finest level)."""
+        levels = self.ml.levels
+        if len(levels) == 1:
+            return np.asarray(self.ml.coarse_solver(levels[0].A, b)).reshape(-1)
+        xs, bs = [], [b]
+        for level in levels[:-1]:
+            x = np.zeros_like(bs[-1])
+            level.presmoother(level.A, x, bs[-1])
+            xs.append(x)
+            bs.append(level.R @ (bs[-1] - level.A @ x))
+        x = np.asarray(self.ml.coarse_solver(levels[-1].A, bs[-1])).reshape(-1)
+        for i in range(len(levels) - 2, -1, -1):
+            level = levels[i]
+            xs[i] += level.P @ x
+            level.postsmoother(level.A, xs[i], bs[i])
+            x = xs[i]
+        return x
+
+    def __call__(self, r: np.ndarray) -> np.ndarray:
+        r = np.asarray(r, dtype=np.float64).reshape(-1)
+        if not self.two_level:
+            return self._vcycle(r)
+        A, S, c = self.A, self.smoother, self.coarse
+        x = S @ r
+        x[c] += self._vcycle((r - A @ x)[c])
+        x += S @ (r - A @ x)
+        return x
+
+    def operator(self) -> spla.LinearOperator:
+        return spla.LinearOperator(self.A.shape, self.__call__, dtype=np.float64)
+
+
+def _ilu(A: sp.csr_matrix) -> Any:
+    """SciPy's incomplete LU as an operator, or None at a singular pivot."""
+    try:
+        ilu = spla.spilu(A.tocsc(), drop_tol=1e-6, fill_factor=10)
+    except RuntimeError:  # singular pivot in the incomplete factorisation
+        return None
+    return spla.LinearOperator(A.shape, ilu.solve)
+
+
+def _ilu_or_block_jacobi(A: sp.csr_matrix, block_sizes: np.ndarray | None) -> tuple[Any, str]:
+    M = _ilu(A)
+    return (M, "ilu") if M is not None else _block_jacobi_or_jacobi(A, block_sizes)
+
+
+def _block_jacobi_or_jacobi(A: sp.csr_matrix, block_sizes: np.ndarray | None) -> tuple[Any, str]:
+    if block_sizes is not None:
+        return block_jacobi(A, block_sizes), "block-jacobi"
+    return _jacobi(A), "jacobi"
+
+
+#: ``auto`` takes ILU rather than AMG for nonsymmetric systems with fewer unknowns than this
+ILU_BELOW = 20_000
+
+
+def _choose_preconditioner(preconditioner: str, symmetric: bool, n: int) -> str:
+    """The preconditioner ``auto`` stands for (see :func:`solve`)."""
+    if preconditioner != "auto":
+        return preconditioner
+    if _pyamg() is None:
+        return "block-jacobi" if symmetric else "ilu"
+    return "ilu" if not symmetric and n < ILU_BELOW else "amg"
+
+
 def _relative_residual(A: sp.csr_matrix, x: np.ndarray, b: np.ndarray) -> float:
     nb = np.linalg.norm(b)
     r = np.linalg.norm(b - A @ x)
@@ -112,17 +262,43 @@ def _krylov(method: str, A: sp.csr_matrix, b: np.ndarray, M: Any, tol: float, ma
 
 def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "direct", *, symmetric: bool | None = None,
           tol: float = 1e-10, maxiter: int | None = None, block_sizes: np.ndarray | None = None,
-          restart: int = 50) -> tuple[np.ndarray, dict]:
+          restart: int = 50, preconditioner: str = "auto", space: Any = None) -> tuple[np.ndarray, dict]:
     """Solve ``matrix @ x = rhs``; returns ``(x, info)``.
 
     Parameters
     ----------
     method : "direct" or "iterative"
         direct: sparse LU (SuperLU, ``scipy.sparse.linalg.splu`` on CSC).
-        iterative: CG preconditioned by block-Jacobi (when ``block_sizes``,
-        e.g. ``space.element_dofs``, are given) or Jacobi if the matrix is
-        symmetric, falling back to GMRES if CG fails; otherwise GMRES(restart)
-        preconditioned by an incomplete LU factorisation (``spilu``).
+        iterative: CG if the matrix is symmetric (falling back to GMRES if CG
+        fails), otherwise GMRES(restart), with the ``preconditioner``.
+    preconditioner : "auto", "amg", "block-jacobi", "jacobi" or "ilu"
+        Used by the iterative method only.
+
+        * amg (needs pyamg, ``pip install polydg[solvers]``): one p-multigrid
+          step (damped block-Jacobi smoothing on the element blocks) onto
+          the degree <= 1 modes of every element, then a V-cycle of pyamg's
+          root-node smoothed aggregation there (on the matrix itself at
+          degree 1).  The degree <= 1 modes need ``space``; with
+          ``block_sizes`` only, the coarse space is the element constants.
+        * block-jacobi: the inverse of the element blocks (``block_sizes``),
+          or jacobi (the diagonal) without them.
+        * ilu: SciPy's ``spilu`` (drop tolerance 1e-6, fill factor 10),
+          block-Jacobi when it meets a singular pivot.
+        * auto, with pyamg: amg, except for nonsymmetric systems of fewer
+          than ``ILU_BELOW`` (20,000) unknowns, where ILU is nearly exact and
+          cheaper (AMG if its factorisation fails).  Without pyamg:
+          block-Jacobi (CG) for symmetric matrices and ILU (GMRES) otherwise,
+          as before.  The rule follows ``launch/bench_solvers.py`` (poisson
+          and paper-2d, p = 1 to 3).
+        A CG that fails goes on with GMRES: with the same AMG preconditioner,
+        or with ILU after block-Jacobi.
+    block_sizes : array or None
+        Dofs of each element, consecutive (``space.element_dofs``): the
+        blocks of block-Jacobi and AMG.  Taken from ``space`` when not given.
+    space : DGSpace or None
+        The space the system was assembled on: gives ``block_sizes``, the
+        degree <= 1 modes of each element and the constant function's
+        coefficients (pyamg's near-nullspace).
     symmetric : bool or None
         None: test ||A - A^T||_F <= 1e-12 ||A||_F.
     tol : float
@@ -133,14 +309,23 @@ def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "direct", *, symme
         limit); default ``max(1000, n)``.
 
     The system is solved in double precision whatever the matrix dtype.
-    ``info`` has ``method``, ``solver``, ``seconds``, ``iterations``,
-    ``residual`` (true relative residual) and ``symmetric``.
+    ``info`` has ``method``, ``solver`` (e.g. ``cg+amg``,
+    ``gmres(50)+ilu``), ``preconditioner``, ``seconds`` (all of it),
+    ``setup_seconds`` (the preconditioner's setup), ``krylov_seconds``,
+    ``iterations``, ``residual`` (true relative residual) and ``symmetric``;
+    with amg also ``amg`` (a description of the hierarchy).
     Raises :class:`SolverError` on a singular matrix, non-finite data or no
-    convergence (with the residual reached).
+    convergence (with the residual reached), and
+    :class:`~polydg.errors.OptionError` on an unknown preconditioner or amg
+    without pyamg.
     """
     start = time.perf_counter()
     if method not in ("direct", "iterative"):
         raise SolverError(f"unknown solve method {method!r} (direct or iterative)")
+    if preconditioner not in PRECONDITIONERS:
+        raise OptionError(f"unknown preconditioner {preconditioner!r}; choose one of {', '.join(PRECONDITIONERS)}")
+    if method == "iterative" and preconditioner == "amg" and _pyamg() is None:
+        raise OptionError("preconditioner 'amg' needs pyamg: pip install 'polydg[solvers]' (or pyamg>=5)")
     A = sp.csr_matrix(matrix, dtype=np.float64)
     b = np.asarray(rhs, dtype=np.float64).reshape(-1)
     n = A.shape[0]
@@ -152,6 +337,11 @@ def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "direct", *, symme
         raise SolverError("matrix has non-finite entries")
     if not np.isfinite(b).all():
         raise SolverError("right-hand side has non-finite entries")
+    if space is not None:
+        if space.n_dofs != n:
+            raise SolverError(f"the space has {space.n_dofs} dofs, the matrix has {n} rows")
+        if block_sizes is None:
+            block_sizes = space.element_dofs
     info: dict = {"method": method, "iterations": 0}
     if n == 0:
         info.update(solver="none", seconds=0.0, residual=0.0, symmetric=True)
@@ -172,26 +362,52 @@ def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "direct", *, symme
             symmetric = is_symmetric(A)
         info["symmetric"] = bool(symmetric)
         maxiter = int(maxiter) if maxiter is not None else max(1000, n)
-        x, status, iterations = None, 1, 0
+        choice = _choose_preconditioner(preconditioner, bool(symmetric), n)
+        setup = time.perf_counter()
+        M = None
+        if choice == "ilu":
+            M, name = _ilu(A), "ilu"
+            if M is None:  # a singular pivot: AMG if auto can have it, else block-Jacobi as before
+                choice = "amg" if preconditioner == "auto" and _pyamg() is not None else "block-jacobi"
+        if choice == "amg":
+            coarse_sizes = constants = None
+            if space is not None:
+                from .basis import n_basis
+
+                coarse_sizes = np.full(len(block_sizes), n_basis(1, space.mesh.dim), dtype=np.int64)
+                constants = constant_coefficients(space)
+            elif block_sizes is not None:
+                coarse_sizes = np.ones(len(block_sizes), dtype=np.int64)
+            amg = _AMG(_pyamg(), A, bool(symmetric), block_sizes, coarse_sizes, constants)
+            M, name = amg.operator(), "amg"
+            info["amg"] = amg.description
+        elif choice == "jacobi":
+            M, name = _jacobi(A), "jacobi"
+        elif choice == "block-jacobi":
+            M, name = _block_jacobi_or_jacobi(A, block_sizes)
+        info["setup_seconds"] = time.perf_counter() - setup
+        info["preconditioner"] = name
+        krylov = time.perf_counter()
+        x, status = None, 1
         if symmetric:
-            M = block_jacobi(A, block_sizes) if block_sizes is not None else _jacobi(A)
             x, status, iterations = _krylov("cg", A, b, M, tol, maxiter, restart)
-            info["solver"] = "cg+" + ("block-jacobi" if block_sizes is not None else "jacobi")
+            info["solver"] = f"cg+{name}"
             info["iterations"] = iterations
             if status != 0 or not np.isfinite(x).all():
                 info["fallback"] = f"CG stopped after {iterations} iterations (residual " \
                                    f"{_relative_residual(A, np.nan_to_num(x), b):.3e}); tried GMRES"
+                if name not in ("amg", "ilu"):  # as before: block-Jacobi gives way to ILU
+                    setup = time.perf_counter()
+                    M, name = _ilu_or_block_jacobi(A, block_sizes)
+                    setup = time.perf_counter() - setup
+                    info["setup_seconds"] += setup
+                    krylov += setup
+                    info["preconditioner"] = name
         if status != 0 or x is None or not np.isfinite(x).all():
-            try:
-                ilu = spla.spilu(A.tocsc(), drop_tol=1e-6, fill_factor=10)
-                M = spla.LinearOperator(A.shape, ilu.solve)
-                preconditioner = "ilu"
-            except RuntimeError:  # singular pivot in the incomplete factorisation
-                M = block_jacobi(A, block_sizes) if block_sizes is not None else _jacobi(A)
-                preconditioner = "block-jacobi" if block_sizes is not None else "jacobi"
             x, status, iterations = _krylov("gmres", A, b, M, tol, maxiter, restart)
-            info["solver"] = f"gmres({restart})+{preconditioner}"
+            info["solver"] = f"gmres({restart})+{name}"
             info["iterations"] = info["iterations"] + iterations
+        info["krylov_seconds"] = time.perf_counter() - krylov
         if status != 0 or not np.isfinite(x).all():
             residual = _relative_residual(A, np.nan_to_num(x), b)
             raise SolverError(
@@ -427,4 +643,5 @@ def element_means(space: Any, solution: np.ndarray, *, memory_budget_mb: float =
     return integral / mesh.measure
 
 
-__all__ = ["solve", "SolverError", "is_symmetric", "block_jacobi", "errors", "evaluate", "element_means"]
+__all__ = ["solve", "SolverError", "PRECONDITIONERS", "is_symmetric", "block_jacobi", "constant_coefficients",
+           "errors", "evaluate", "element_means"]
