@@ -39,7 +39,8 @@ examples:
 meshes: square:N, cube:N, oscillating-square:N (options :perturb=F:seed=S), or a file
   (Gmsh .msh, VTU and other meshio formats, legacy VTK POLYDATA polygons).
 problems: paper-2d, paper-3d, poisson, advection, change-of-type, neumann,
-  polynomial:P[:KIND[:SEED]], path/to/file.py:NAME or package.module:NAME.
+  polynomial:P[:KIND[:SEED]], path/to/file.py:NAME or package.module:NAME;
+  space-time (with --time-slabs N [--final-time T]): paper-2d1.
 output (--output DIR): matrix.npz (scipy.sparse.save_npz), rhs.npy, solution.npy (with --solve),
   solution.vtu (element id, degree, element means of the solution), summary.json.
 exit codes: 0 success, 2 bad input (one line on stderr), 1 internal error.
@@ -77,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--memory-budget", type=float, default=1024.0, metavar="MB",
                    help="working memory of one chunk of quadrature points (default 1024)")
     a.add_argument("--repeat", type=int, default=1, metavar="N", help="report the median of N assemblies")
+    t = p.add_argument_group("space-time (DESIGN.md section 6)")
+    t.add_argument("--time-slabs", type=int, metavar="N",
+                   help="march a space-time problem (e.g. paper-2d1) over N equal time slabs")
+    t.add_argument("--final-time", type=float, metavar="T", help="end of the time interval (0, T) (default 1)")
     o = p.add_argument_group("solve and output")
     o.add_argument("--solve", nargs="?", const="direct", choices=("direct", "iterative"),
                    help="solve with SciPy (default direct; the default run solves)")
@@ -120,6 +125,7 @@ def run(args: argparse.Namespace) -> dict:
     from .solve import errors as error_norms
     from .solve import solve
     from .space import DGSpace
+    from .spacetime.command import check_space_time_options, run_space_time
 
     say = _Progress(args.quiet)
     default_run = args.mesh is None
@@ -139,9 +145,11 @@ def run(args: argparse.Namespace) -> dict:
 
     fine = load_mesh(mesh_spec)
     problem = load_problem(args.problem, fine.dim)  # before the first progress line: bad input is one line
+    check_space_time_options(args, problem)
     say(f"mesh {mesh_spec}: {fine}")
+    kernels = f"{fine.dim + 1}D space-time assembly kernels" if problem.space_time else f"{fine.dim}D assembly kernels"
     # numba reports every compilation; the first one of polydg's kernels prints a line, and the total its time
-    with announce_compilation(say, f"{fine.dim}D assembly kernels"):
+    with announce_compilation(say, kernels):
         if n_agg > 0:
             mesh = build_polytopic_mesh(fine, agglomerate_cells(fine, n_agg, seed=args.seed))
             say(f"agglomerated {fine.n_cells:,} cells into {mesh.n_elements:,} elements")
@@ -152,6 +160,8 @@ def run(args: argparse.Namespace) -> dict:
             degree = lo
         else:
             degree = np.random.default_rng(args.seed).integers(lo, hi + 1, size=mesh.n_elements)
+        if problem.space_time:  # slab after slab: polydg/spacetime
+            return run_space_time(args, problem, mesh, degree, mesh_spec, args.solve, say, _write_output)
         space = DGSpace(mesh, degree)
         say(f"DG space: {space}; problem {problem.name}")
 
@@ -175,7 +185,7 @@ def run(args: argparse.Namespace) -> dict:
 
         x, solve_info, errs = None, None, None
         if method:
-            x, solve_info = solve(result.matrix, result.rhs, method, block_sizes=space.element_dofs)
+            x, solve_info = solve(result.matrix, result.rhs, method, space=space)
             timings["solve"] = solve_info["seconds"]
             say(f"solved ({solve_info.get('solver')}) in {solve_info['seconds']:.3f} s, "
                 f"residual {solve_info.get('residual', float('nan')):.2e}")

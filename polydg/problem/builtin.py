@@ -351,6 +351,53 @@ def neumann_problem(d: int) -> Problem:
     )
 
 
+# --- space-time -----------------------------------------------------------------
+
+
+def paper_space_time_problem(d: int = 2) -> Problem:
+    """The paper's 2D + 1 parabolic problem (section 4.1, Table 4), a space-time problem.
+
+    u_t - div(a grad u) + w . grad u + c u = f on (0, 1)^2 x (0, T) with
+    a = I, w = 0, c = 1 and the exact solution
+
+        u = S (1 - t),   S = sin(pi x) sin(pi y).
+
+    Derivation of f: u_t = -S and -Laplace(u) = 2 pi^2 S (1 - t), so
+
+        f = -S + (2 pi^2 + 1) S (1 - t).
+
+    u_0 = u(x, 0) = S, g_D = u (zero on the boundary of the square).  The
+    callables take space-time points (n, 3), time last; ``initial`` takes
+    spatial points (n, 2); ``dim`` is the spatial dimension.
+    """
+    if d != 2:
+        raise ProblemError(f"problem 'paper-2d1' exists over 2D meshes only, not {d}D")
+
+    def space_part(x):
+        return np.sin(np.pi * x[:, 0]) * np.sin(np.pi * x[:, 1])
+
+    def exact(y):
+        return space_part(y) * (1.0 - y[:, 2])
+
+    def source(y):
+        S = space_part(y)
+        return -S + (2 * np.pi**2 + 1.0) * S * (1.0 - y[:, 2])
+
+    return Problem(
+        name="paper-2d1",
+        diffusion=1.0,
+        reaction=1.0,
+        source=source,
+        dirichlet=exact,
+        exact=exact,
+        description="paper section 4.1 (2D + 1): u_t - Laplace u + u = f, u = sin(pi x) sin(pi y) (1 - t)",
+        default_mesh=_default_mesh(2),
+        dim=2,
+        space_time=True,
+        initial=space_part,
+    )
+
+
 # ---------------------------------------------------------------------------
 # the registry
 
@@ -363,6 +410,7 @@ BUILTIN_PROBLEMS: dict[str, tuple[Callable[[int], Problem], tuple[int, ...] | No
     "advection": (advection_problem, None),
     "change-of-type": (change_of_type_problem, None),
     "neumann": (neumann_problem, None),
+    "paper-2d1": (paper_space_time_problem, (2,)),
 }
 
 #: names accepted besides BUILTIN_PROBLEMS: ``paper`` (paper-2d or paper-3d by

@@ -1,0 +1,24 @@
+"""Discontinuous Galerkin in space and time on prisms K x I_n (DESIGN.md section 6).
+
+One concept per module:
+
+* :mod:`~polydg.spacetime.slab`: a time slab over a 2D polytopic mesh as a
+  3D polytopic mesh (prisms cut conformingly into tetrahedra);
+* :mod:`~polydg.spacetime.problem`: the steady problem of one slab,
+  A = diag(a, 0), b = (w, 1);
+* :mod:`~polydg.spacetime.trace`: quadrature on a time plane: the bottom
+  load carrying the previous slab's solution, errors at a fixed time;
+* :mod:`~polydg.spacetime.march`: :func:`march`, slab after slab.
+
+2D + 1 with the total-degree space P_p; 3D + 1, PQ_p and local time
+stepping are not there yet.
+"""
+
+from .march import MarchResult, march, uniform_time_nodes
+from .problem import check_space_time, initial_values, slab_problem
+from .slab import prism_tetrahedra, shifted_slab, slab_mesh
+from .trace import TimePlaneRule, l2_error_at, time_plane_rule, trace_load, trace_values
+
+__all__ = ["MarchResult", "march", "uniform_time_nodes", "check_space_time", "initial_values", "slab_problem",
+           "prism_tetrahedra", "shifted_slab", "slab_mesh", "TimePlaneRule", "l2_error_at", "time_plane_rule",
+           "trace_load", "trace_values"]

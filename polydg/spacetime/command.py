@@ -1,0 +1,87 @@
+"""The space-time branch of ``python -m polydg.assemble`` (``--time-slabs N --final-time T``).
+
+It marches the problem over N equal slabs of (0, T), prints one progress line
+per slab, the paper-style table of the last slab (its timings are those of
+a warm slab: compilation happens in the first) and the totals over all
+slabs, and writes the summary with the keys ``slabs``, ``final_time``,
+``timings_per_slab``, ``timings_all_slabs`` and ``errors`` {l2 at T, l2_l2}.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import OptionError, ProblemError
+from ..problem import Problem
+
+#: the final time when --final-time is not given
+DEFAULT_FINAL_TIME = 1.0
+
+
+def check_space_time_options(args: argparse.Namespace, problem: Problem) -> None:
+    """One-line errors for a space-time run that cannot start (before any mesh work)."""
+    if not problem.space_time:
+        if args.time_slabs is not None or args.final_time is not None:
+            raise OptionError(f"problem {problem.name!r} is steady: --time-slabs and --final-time are for "
+                              "space-time problems")
+        return
+    if problem.initial is None:
+        raise ProblemError(f"space-time problem {problem.name!r} has no initial value (initial)")
+    if args.time_slabs is None:
+        raise OptionError(f"problem {problem.name!r} is a space-time problem: give --time-slabs N "
+                          "(and --final-time T)")
+    if args.time_slabs < 1:
+        raise OptionError(f"--time-slabs must be a positive integer, got {args.time_slabs} "
+                          f"(problem {problem.name!r})")
+    final_time = DEFAULT_FINAL_TIME if args.final_time is None else args.final_time
+    if not (np.isfinite(final_time) and final_time > 0):
+        raise OptionError(f"--final-time must be positive, got {final_time} (problem {problem.name!r})")
+
+
+def run_space_time(args: argparse.Namespace, problem: Problem, mesh: Any, degree: Any, mesh_spec: str,
+                   method: str | None, say: Callable[[str], None],
+                   write_output: Callable[..., None] | None = None) -> dict:
+    """March ``problem`` on the spatial polytopic ``mesh``; write, print; return the summary.
+
+    ``write_output(directory, space, assembly, solution, summary)`` writes
+    ``--output`` (the command line's writer): the last slab's mesh, matrix,
+    load (without the bottom term) and solution.
+    """
+    from pathlib import Path
+
+    from ..report import format_table, summary_dict, write_json
+    from .march import march
+
+    final_time = DEFAULT_FINAL_TIME if args.final_time is None else float(args.final_time)
+    result = march(mesh, problem, degree, n_slabs=int(args.time_slabs), final_time=final_time,
+                   method=method or "direct", progress=say, approach=args.approach, precision=args.precision,
+                   penalty=args.penalty, penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra,
+                   memory_budget_mb=args.memory_budget, backend=args.backend)
+    per_slab = result.timings
+    totals = result.total_timings()
+    one = dict(per_slab[-1])
+    one["jit"] = totals.get("jit", 0.0)
+    options = {"mesh": mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget, "repeat": 1}
+    summary = summary_dict(mesh=result.space.mesh, space=result.space, result=result.assembly, options=options,
+                           timings=one, errors=result.errors, solve_info=result.info["solver"])
+    summary.update(slabs=int(args.time_slabs), final_time=final_time,
+                   timings_per_slab=[{k: float(v) for k, v in t.items()} for t in per_slab],
+                   timings_all_slabs=totals, factorisations=result.info["factorisations"])
+    if args.output and write_output is not None:
+        write_output(Path(args.output), result.space, result.assembly, result.solution, summary)
+        say(f"wrote {args.output}")
+    if args.json:
+        write_json(args.json, summary)
+    if not args.quiet:
+        print(format_table(summary))
+        print(f"\n{summary['slabs']} slabs of (0, {final_time:g}), table above: the last slab; all slabs: "
+              f"assembly {totals.get('total_assembly', 0.0):.4f} s, bottom load {totals.get('trace', 0.0):.4f} s, "
+              f"solve {totals.get('solve', 0.0):.4f} s ({result.info['factorisations']} factorisation"
+              f"{'s' if result.info['factorisations'] != 1 else ''}), total {totals.get('slab', 0.0):.4f} s")
+    return summary
+
+
+__all__ = ["DEFAULT_FINAL_TIME", "check_space_time_options", "run_space_time"]

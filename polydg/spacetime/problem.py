@@ -1,0 +1,162 @@
+"""The steady (d+1)-dimensional problem of one space-time slab (paper eq. 2.9, DESIGN.md section 6).
+
+A space-time problem is
+
+    u_t - div_x(a grad_x u) + w . grad_x u + c u = f   in Omega x (0, T),
+    u = g_D on the lateral boundary (diffusive or inflow part),  u(., 0) = u_0,
+
+given as a :class:`~polydg.problem.Problem` with ``space_time=True``: its
+callables take points (n, d+1) with time last; ``diffusion`` returns the
+SPATIAL a, (n,) (a I) or (n, d, d), or is a scalar / (d, d) constant;
+``advection`` the spatial w, (n, d) or a (d,) constant; ``reaction``,
+``source``, ``dirichlet`` and ``exact`` return (n,); ``initial`` is u_0 of
+spatial points (n, d) or a constant.
+
+In the variables y = (x, t) this is a steady problem with A = diag(a, 0) and
+b = (w, 1): :func:`slab_problem` returns it, for the steady assembler.  Its
+boundary conditions come out right by themselves: on the top face
+(n = e_t) b.n = 1 (outflow, nothing), on the bottom face (n = -e_t)
+n.A n = 0 and b.n = -1 (inflow), on lateral faces n = (n_x, 0) and the
+spatial classification is unchanged.  The bottom face's inflow value, the
+previous slab's solution, is not a pointwise coefficient here: it is added
+as its own load vector (:mod:`polydg.spacetime.trace`), so ``dirichlet``
+of the slab problem is zero on the bottom face.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import ProblemError
+from ..problem import Problem
+
+#: relative distance to t0 (in slab lengths) below which a boundary point is on the bottom face
+BOTTOM_TOL = 1e-9
+
+
+def _diffusion(problem: Problem, d: int) -> Any:
+    """diag(a, 0) from the spatial a: a constant stays a constant."""
+    a = problem.diffusion
+    if a is None:
+        return None
+
+    def embed(value: np.ndarray, n: int) -> np.ndarray:
+        A = np.zeros((n, d + 1, d + 1))
+        if value.shape == (n,):
+            A[:, np.arange(d), np.arange(d)] = value[:, None]
+        elif value.shape == (n, d, d):
+            A[:, :d, :d] = value
+        else:
+            raise ProblemError(f"problem {problem.name!r}: diffusion returned shape {value.shape} for {n} "
+                               f"space-time points, expected the spatial ({n},) or ({n}, {d}, {d})")
+        return A
+
+    if not callable(a):
+        array = np.asarray(a, dtype=np.float64)
+        if array.ndim == 0:
+            array = array * np.eye(d)
+        if array.shape != (d, d):
+            raise ProblemError(f"problem {problem.name!r}: constant diffusion has shape {array.shape}, "
+                               f"expected a scalar or the spatial ({d}, {d})")
+        return embed(array[None], 1)[0]
+
+    def diffusion(y: np.ndarray) -> np.ndarray:
+        return embed(np.asarray(problem._call("diffusion", y), dtype=np.float64), len(y))
+
+    return diffusion
+
+
+def _advection(problem: Problem, d: int) -> Any:
+    """(w, 1) from the spatial w: a constant stays a constant."""
+    w = problem.advection
+    if not callable(w):
+        spatial = np.zeros(d) if w is None else np.asarray(w, dtype=np.float64).reshape(-1)
+        if spatial.shape != (d,):
+            raise ProblemError(f"problem {problem.name!r}: constant advection has shape {spatial.shape}, "
+                               f"expected the spatial ({d},)")
+        return np.append(spatial, 1.0)
+
+    def advection(y: np.ndarray) -> np.ndarray:
+        value = np.asarray(problem._call("advection", y), dtype=np.float64)
+        if value.shape != (len(y), d):
+            raise ProblemError(f"problem {problem.name!r}: advection returned shape {value.shape} for {len(y)} "
+                               f"space-time points, expected the spatial ({len(y)}, {d})")
+        return np.column_stack([value, np.ones(len(y))])
+
+    return advection
+
+
+def _lateral_dirichlet(problem: Problem, t0: float, t1: float) -> Any:
+    """g_D on the lateral boundary, zero on the bottom face (whose inflow value is a load of its own)."""
+    g = problem.dirichlet
+    if g is None or (not callable(g) and not np.any(np.asarray(g) != 0)):
+        return g  # zero everywhere, the bottom included
+    tol = BOTTOM_TOL * (t1 - t0)
+
+    def dirichlet(y: np.ndarray) -> np.ndarray:
+        n = len(y)
+        value = np.asarray(problem._call("dirichlet", y) if callable(g) else np.full(n, float(g)),
+                           dtype=np.float64)
+        if value.shape != (n,):
+            raise ProblemError(f"problem {problem.name!r}: dirichlet returned shape {value.shape} for {n} "
+                               f"points, expected ({n},)")
+        return np.where(np.abs(y[:, -1] - t0) <= tol, 0.0, value)
+
+    return dirichlet
+
+
+def check_space_time(problem: Problem) -> None:
+    """Raise :class:`ProblemError` unless ``problem`` can be marched in time."""
+    if not problem.space_time:
+        raise ProblemError(f"problem {problem.name!r} is steady (space_time is False): it has no time to march in")
+    if problem.initial is None:
+        raise ProblemError(f"space-time problem {problem.name!r} has no initial value (initial)")
+
+
+def slab_problem(problem: Problem, d: int, t0: float, t1: float) -> Problem:
+    """The steady (d+1)-dimensional :class:`Problem` of the slab Omega x (t0, t1).
+
+    A = diag(a, 0), b = (w, 1); reaction, source, exact and the Neumann
+    data pass through (they already take space-time points); dirichlet is
+    g_D off the bottom face and 0 on it (see the module docstring).
+    """
+    check_space_time(problem)
+    return Problem(
+        name=problem.name,
+        diffusion=_diffusion(problem, d),
+        advection=_advection(problem, d),
+        reaction=problem.reaction,
+        source=problem.source,
+        dirichlet=_lateral_dirichlet(problem, t0, t1),
+        neumann=problem.neumann,
+        is_neumann=problem.is_neumann,
+        exact=problem.exact,
+        description=f"slab ({t0:g}, {t1:g}) of {problem.description or problem.name}",
+        dim=d + 1,
+    )
+
+
+def initial_values(problem: Problem, x: np.ndarray) -> np.ndarray:
+    """u_0 at spatial points x (n, d): (n,), checked."""
+    u0: Callable[..., Any] | Any = problem.initial
+    n = len(x)
+    if not callable(u0):
+        return np.full(n, 0.0 if u0 is None else float(np.asarray(u0, dtype=np.float64)))
+    try:
+        value = np.asarray(u0(x), dtype=np.float64)
+    except ProblemError:
+        raise
+    except Exception as exc:
+        raise ProblemError(f"problem {problem.name!r}: initial raised {type(exc).__name__} at {n} points: "
+                           f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+    if value.shape != (n,):
+        raise ProblemError(f"problem {problem.name!r}: initial returned shape {value.shape} for {n} spatial points, "
+                           f"expected ({n},)")
+    if not np.isfinite(value).all():
+        raise ProblemError(f"problem {problem.name!r}: initial returned non-finite values")
+    return value
+
+
+__all__ = ["BOTTOM_TOL", "check_space_time", "slab_problem", "initial_values"]

@@ -1,0 +1,276 @@
+"""Space-time dG on slabs (polydg/spacetime): the slab mesh, exactness, dG in time, convergence, the CLI."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from polydg.errors import OptionError, ProblemError
+from polydg.mesh import from_spec
+from polydg.partition import agglomerate
+from polydg.problem import Problem, builtin_problem
+from polydg.spacetime import march, shifted_slab, slab_mesh, slab_problem, time_plane_rule, trace_values
+
+
+@pytest.fixture(scope="module")
+def space_mesh():
+    return agglomerate(from_spec("square:6"), 8)
+
+
+def at_time(x, t):
+    return np.column_stack([x, np.full(len(x), t)])
+
+
+# ---------------------------------------------------------------------------
+# the slab mesh
+
+
+def test_slab_mesh_is_the_prisms_cut_conformingly(space_mesh):
+    t0, t1 = 0.2, 0.7
+    slab = slab_mesh(space_mesh, t0, t1)  # build_polytopic_mesh raises on unmatched interior facets
+    tau = t1 - t0
+    assert slab.dim == 3
+    assert slab.n_elements == space_mesh.n_elements
+    assert slab.n_simplices == 3 * space_mesh.n_simplices
+    assert slab.simplex_volume.min() > 0
+    assert slab.simplex_volume.sum() == pytest.approx(space_mesh.measure.sum() * tau, rel=1e-13)
+    np.testing.assert_allclose(slab.measure, space_mesh.measure * tau, rtol=1e-13)
+    np.testing.assert_allclose(slab.bbox_min[:, :2], space_mesh.bbox_min)
+    np.testing.assert_allclose(slab.bbox_min[:, 2], t0)
+    np.testing.assert_allclose(slab.bbox_max[:, 2], t1)
+    # conformity: the boundary is exactly bottom + top (one triangle per sub-triangle) and two
+    # triangles per spatial boundary edge; a mismatched diagonal would leave extra facets there
+    normal = slab.face_normal[slab.boundary_faces]
+    bottom, top = normal[:, 2] == -1.0, normal[:, 2] == 1.0
+    assert bottom.sum() == top.sum() == space_mesh.n_simplices
+    assert (~bottom & ~top).sum() == 2 * space_mesh.n_boundary_faces
+    assert np.all(normal[~bottom & ~top, 2] == 0.0)
+    # interior faces are vertical: the slab is one layer of prisms
+    assert np.all(slab.face_normal[: slab.n_interior_faces, 2] == 0.0)
+    assert slab.n_interior_faces == 2 * space_mesh.n_interior_faces
+
+
+def test_shifted_slab_is_the_slab_built_there(space_mesh):
+    a = shifted_slab(slab_mesh(space_mesh, 0.0, 0.25), 0.5)
+    b = slab_mesh(space_mesh, 0.5, 0.75)
+    for name in ("points", "bbox_min", "bbox_max", "simplex_volume", "face_measure", "face_normal", "measure"):
+        np.testing.assert_allclose(getattr(a, name), getattr(b, name), atol=1e-15, err_msg=name)
+    np.testing.assert_array_equal(a.simplices, b.simplices)
+
+
+def test_slab_mesh_refuses_3d_and_empty_intervals(space_mesh):
+    from polydg.errors import MeshError
+    from polydg.mesh import build_polytopic_mesh
+
+    with pytest.raises(MeshError, match="2D meshes only"):
+        slab_mesh(build_polytopic_mesh(from_spec("cube:1")), 0, 1)
+    with pytest.raises(MeshError, match="t1 > t0"):
+        slab_mesh(space_mesh, 1.0, 1.0)
+
+
+# ---------------------------------------------------------------------------
+# the slab problem
+
+
+def test_slab_problem_is_diag_a_0_and_w_1_with_zero_bottom_data():
+    w = np.array([0.5, -1.0])
+    st = Problem("st", diffusion=lambda y: 1.0 + y[:, 0], advection=w, reaction=2.0, dirichlet=lambda y: 1.0 + y[:, 2],
+                 space_time=True, initial=0.0)
+    slab = slab_problem(st, 2, 0.5, 1.0)
+    y = np.array([[0.1, 0.2, 0.5], [0.3, 0.4, 0.75]])
+    A = slab.diffusion_at(y)
+    np.testing.assert_allclose(A[0], np.diag([1.1, 1.1, 0.0]))
+    np.testing.assert_allclose(A[1], np.diag([1.3, 1.3, 0.0]))
+    np.testing.assert_array_equal(slab.advection_at(y), [[0.5, -1.0, 1.0]])  # a constant stays a constant
+    np.testing.assert_allclose(slab.dirichlet_at(y), [0.0, 1.75])  # bottom: 0 (its data is the bottom load)
+    assert slab.is_constant("advection") and slab.is_constant("reaction")
+    const = slab_problem(Problem("c", diffusion=0.1, space_time=True, initial=1.0), 2, 0.0, 1.0)
+    assert const.is_constant("diffusion")
+    np.testing.assert_allclose(const.diffusion_at(y)[0], np.diag([0.1, 0.1, 0.0]))
+
+
+def test_slab_problem_refuses_steady_problems_and_missing_initial_values():
+    with pytest.raises(ProblemError, match="steady"):
+        slab_problem(builtin_problem("poisson", 2), 2, 0, 1)
+    with pytest.raises(ProblemError, match="no initial value"):
+        slab_problem(Problem("x", diffusion=1.0, space_time=True), 2, 0, 1)
+
+
+# ---------------------------------------------------------------------------
+# exactness: polynomials of total degree <= p in (x, t) are reproduced
+
+
+def _u1(y):
+    x, z, t = y.T
+    return 1.0 + x - 2.0 * z + 3.0 * t
+
+
+def _u2(y):
+    x, z, t = y.T
+    return 1.0 + x - 0.5 * z + 0.3 * t + x * x - x * z + 0.7 * z * t + 0.4 * t * t
+
+
+def _grad2(y):
+    x, z, t = y.T
+    return np.column_stack([1.0 + 2.0 * x - z, -0.5 - x + 0.7 * t]), 0.3 + 0.7 * z + 0.8 * t
+
+
+def _grad1(y):
+    return np.tile([1.0, -2.0], (len(y), 1)), np.full(len(y), 3.0)
+
+
+@pytest.mark.parametrize("p, u, grad, laplacian", [(1, _u1, _grad1, 0.0), (2, _u2, _grad2, 2.0)])
+@pytest.mark.parametrize("kind", ["diffusion", "transport"])
+def test_polynomials_of_degree_p_are_reproduced(space_mesh, p, u, grad, laplacian, kind):
+    w = np.array([1.0, 0.5])
+    if kind == "diffusion":  # u_t - Laplace u + u = f
+        coefficients = dict(diffusion=1.0, reaction=1.0)
+        source = lambda y: grad(y)[1] - laplacian + u(y)  # noqa: E731
+    else:  # u_t + w . grad u = f, inflow data on x = 0 and y = 0
+        coefficients = dict(advection=w)
+        source = lambda y: grad(y)[1] + grad(y)[0] @ w  # noqa: E731
+    problem = Problem(f"poly-{kind}", source=source, dirichlet=u, exact=u, space_time=True,
+                      initial=lambda x: u(at_time(x, 0.0)), **coefficients)
+    result = march(space_mesh, problem, p, n_slabs=3, final_time=0.6)
+    rule = time_plane_rule(space_mesh, 2 * p + 2)
+    norm = np.sqrt(rule.weights @ u(rule.at(0.6)) ** 2)
+    assert result.errors["l2"] / norm < 1e-9
+    assert result.errors["l2_l2"] < 1e-9
+
+
+def test_mixed_degrees_reproduce_a_linear_solution_over_uneven_slabs(space_mesh):
+    degree = np.random.default_rng(3).integers(1, 3, size=space_mesh.n_elements)
+    assert len(np.unique(degree)) == 2
+    problem = Problem("linear", diffusion=1.0, reaction=1.0, source=lambda y: 3.0 + _u1(y), dirichlet=_u1, exact=_u1,
+                      space_time=True, initial=lambda x: _u1(at_time(x, 0.0)))
+    result = march(space_mesh, problem, degree, [0.0, 0.1, 0.35, 0.4])
+    assert result.errors["l2"] < 1e-9 and result.errors["l2_l2"] < 1e-9
+    assert result.info["factorisations"] == 3  # three slab lengths, three matrices
+
+
+# ---------------------------------------------------------------------------
+# with a = 0, w = 0 each element carries the dG-in-time solution of u' + c u = 0
+
+
+def _ode_final_value(space_mesh, degree, nodes, c, autonomous=False):
+    problem = Problem("ode", reaction=c, space_time=True, initial=1.0)
+    result = march(space_mesh, problem, degree, nodes, autonomous=autonomous)
+    rule = time_plane_rule(space_mesh, 2)
+    return trace_values(result.space, result.solution, rule, nodes[-1]), result
+
+
+@pytest.mark.parametrize("autonomous", [False, True])
+def test_degree_0_is_backward_euler(space_mesh, autonomous):
+    c, nodes = 2.0, np.linspace(0.0, 1.0, 5)
+    values, result = _ode_final_value(space_mesh, 0, nodes, c, autonomous)
+    np.testing.assert_allclose(values, np.prod(1.0 / (1.0 + c * np.diff(nodes))), rtol=1e-12)
+    assert result.info["factorisations"] == 1
+    assert result.info["reused_assemblies"] == (3 if autonomous else 0)
+
+
+def test_degree_1_is_radau_iia_at_the_slab_ends(space_mesh):
+    c, nodes = 3.0, np.array([0.0, 0.2, 0.3, 0.6, 1.0])
+    z = c * np.diff(nodes)
+    expected = np.prod((1.0 - z / 3.0) / (1.0 + 2.0 * z / 3.0 + z**2 / 6.0))
+    values, _ = _ode_final_value(space_mesh, 1, nodes, c)
+    np.testing.assert_allclose(values, expected, rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# convergence on the paper's problem, tau proportional to h
+
+
+@pytest.mark.parametrize("p, slabs_per_n", [(1, 1.0), (2, 0.25)])
+def test_paper_2d1_converges_at_rate_p_plus_1(p, slabs_per_n):
+    problem = builtin_problem("paper-2d1")
+    l2 = []
+    for n in (8, 16, 32):
+        mesh = agglomerate(from_spec(f"square:{n}"), n * n // 2)  # about 4 triangles per element
+        result = march(mesh, problem, p, n_slabs=int(n * slabs_per_n), final_time=0.5)
+        l2.append(result.errors["l2"])
+    rates = np.log2(np.array(l2[:-1]) / np.array(l2[1:]))
+    assert rates.min() >= p + 0.8, (l2, rates)
+
+
+def test_paper_2d1_source_solves_the_pde():
+    problem = builtin_problem("paper-2d1")
+    assert problem.space_time and problem.dim == 2
+    y = np.random.default_rng(0).uniform(0.05, 0.95, (20, 3))
+    h, u = 1e-4, problem.exact
+    e = np.eye(3) * h
+    d2 = [(u(y + e[k]) - 2 * u(y) + u(y - e[k])) / h**2 for k in range(2)]
+    residual = (u(y + e[2]) - u(y - e[2])) / (2 * h) - d2[0] - d2[1] + u(y)
+    np.testing.assert_allclose(problem.source(y), residual, atol=1e-5)
+    np.testing.assert_allclose(problem.initial(y[:, :2]), u(at_time(y[:, :2], 0.0)))
+
+
+def test_iterative_and_direct_marches_agree(space_mesh):
+    problem = builtin_problem("paper-2d1")
+    direct = march(space_mesh, problem, 1, n_slabs=2, final_time=0.2)
+    iterative = march(space_mesh, problem, 1, n_slabs=2, final_time=0.2, method="iterative")
+    np.testing.assert_allclose(iterative.solution, direct.solution, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("reaction, factorisations", [
+    (1.0, 1),                               # constant: known to be the same matrix
+    (lambda y: 1.0 + y[:, 0], 1),           # a callable free of t: found to be the same matrix
+    (lambda y: 1.0 + y[:, 2], 3),           # depends on t: a new matrix per slab
+])
+def test_the_factorisation_is_reused_while_the_matrix_is_unchanged(space_mesh, reaction, factorisations):
+    problem = Problem("r", diffusion=1.0, reaction=reaction, source=1.0, space_time=True, initial=0.0)
+    result = march(space_mesh, problem, 1, n_slabs=3, final_time=0.3)
+    assert result.info["factorisations"] == factorisations
+
+
+def test_march_refuses_bad_time_input(space_mesh):
+    problem = builtin_problem("paper-2d1")
+    with pytest.raises(OptionError, match="positive integer"):
+        march(space_mesh, problem, 1, n_slabs=0, final_time=1.0)
+    with pytest.raises(OptionError, match="final time"):
+        march(space_mesh, problem, 1, n_slabs=2, final_time=0.0)
+    with pytest.raises(OptionError, match="increasing"):
+        march(space_mesh, problem, 1, [0.0, 0.5, 0.5])
+
+
+# ---------------------------------------------------------------------------
+# the command line
+
+
+def cli(*args):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "polydg.assemble", *map(str, args)], capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+def test_cli_marches_and_writes_the_slab_keys(tmp_path):
+    path = tmp_path / "run.json"
+    r = cli("--problem", "paper-2d1", "--time-slabs", 3, "--final-time", 0.3, "--mesh", "square:8",
+            "--agglomerate", 16, "--degree", 1, "--json", path)
+    assert r.returncode == 0, r.stderr
+    assert "slab 3/3" in r.stderr and "3 slabs of (0, 0.3)" in r.stdout and "errors: l2" in r.stdout
+    s = json.loads(path.read_text())
+    assert s["slabs"] == 3 and s["final_time"] == 0.3 and s["dimension"] == 3
+    assert len(s["timings_per_slab"]) == 3
+    for key in ("total_assembly", "solve", "trace", "slab"):
+        assert key in s["timings_all_slabs"] and key in s["timings_per_slab"][0]
+    assert set(s["errors"]) == {"l2", "l2_l2"} and s["errors"]["l2"] < 0.1
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--problem", "paper-2d1"), "give --time-slabs"),
+    (("--problem", "paper-2d1", "--time-slabs", 0), "--time-slabs must be a positive integer"),
+    (("--problem", "paper-2d1", "--time-slabs", 2, "--final-time", -1), "--final-time must be positive"),
+    (("--problem", "poisson", "--time-slabs", 2), "is steady"),
+    (("--problem", "NOINIT", "--time-slabs", 2), "has no initial value"),
+])
+def test_cli_bad_space_time_input_is_one_line_and_exit_2(tmp_path, args, message):
+    file = tmp_path / "noinit.py"
+    file.write_text("from polydg.problem import Problem\nproblem = Problem('noinit', diffusion=1.0, space_time=True)\n")
+    args = [str(file) if a == "NOINIT" else a for a in args]
+    r = cli("--mesh", "square:4", *args)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and lines[0].startswith("polydg.assemble: error:")
