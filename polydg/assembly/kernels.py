@@ -419,6 +419,10 @@ def _interior_rows_kernel(dim: int):
             element_box_tables(lo[e], hi[e], pK, boxK, scaleK)
             # points and segments in the batch; int64, not literal zeros, so that the flush compiles once
             q = n_seg = np.int64(0)
+            k_final = -1  # the element's last interface: its last run flushes the batch
+            for k in range(adj_offsets[e], adj_offsets[e + 1]):
+                if adj_interface[k] >= 0:
+                    k_final = k
             for k in range(adj_offsets[e], adj_offsets[e + 1]):
                 t = adj_interface[k]
                 if t < 0:
@@ -438,25 +442,19 @@ def _interior_rows_kernel(dim: int):
                         gather_face_points(q, r, run, X, W, A, B, nvec, sigma[f], xb, w, An, coef)
                         q += run
                         r += run
-                        if q == BATCH:
-                            seg_k[n_seg], seg_lo[n_seg], seg_hi[n_seg] = k, first, q
-                            seg_done[n_seg] = r == r_end and f == f_last
+                        done = r == r_end and f == f_last  # the interface's last point
+                        if done:  # its segment ends here: pad it to PAD slots (a full batch needs none)
+                            q = pad_face_batch(q, xb, w, An, coef)
+                        if q == BATCH or done:
+                            seg_k[n_seg], seg_lo[n_seg], seg_hi[n_seg], seg_done[n_seg] = k, first, q, done
                             point_box(lo[c], hi[c], first, q, boxes)
-                            _element_batch_flush(q, n_seg + 1, segments, e, adj_col, batch, tables_K, pK, nbK,
+                            n_seg += 1
+                            first = q
+                        # one call site: the flush is inlined, and each copy costs compile time
+                        if q == BATCH or (done and k == k_final):
+                            _element_batch_flush(q, n_seg, segments, e, adj_col, batch, tables_K, pK, nbK,
                                                  elements, rec, table, work, csr)
                             q = first = n_seg = np.int64(0)
-                if q > first:  # the interface's (last) segment ends inside the batch: pad it to PAD slots
-                    q = pad_face_batch(q, xb, w, An, coef)
-                    seg_k[n_seg], seg_lo[n_seg], seg_hi[n_seg], seg_done[n_seg] = k, first, q, True
-                    point_box(lo[c], hi[c], first, q, boxes)
-                    n_seg += 1
-                    if q == BATCH:
-                        _element_batch_flush(q, n_seg, segments, e, adj_col, batch, tables_K, pK, nbK,
-                                             elements, rec, table, work, csr)
-                        q = n_seg = np.int64(0)
-            if q > 0:
-                _element_batch_flush(q, n_seg, segments, e, adj_col, batch, tables_K, pK, nbK, elements,
-                                     rec, table, work, csr)
             _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], bKK, nbK, nbK)
 
     return interior_rows
