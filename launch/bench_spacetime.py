@@ -1,0 +1,210 @@
+"""One space-time slab's assembly in the paper's Table 4 setting (issue #19).
+
+The oscillating square ``oscillating-square:502`` (504,008 triangles, the
+closest structured size to the paper's 503,596; as bench_assembly.py's 2d
+case) is the spatial mesh, in three forms:
+
+* mesh 1: agglomerated into 8,337 elements (METIS, asked 8,337);
+* mesh 2: agglomerated into 125,957 elements (asked 122,000: METIS gives
+  more parts than asked here, 130,106 for 125,981, and 122,000 is the
+  closest to the paper's 125,981 of the counts tried);
+* mesh 3: not agglomerated, one element per triangle
+  (``build_polytopic_mesh(fine)``).
+
+One slab Omega x (0, tau), tau = 0.002 by default (about h = 1/502), is built over it
+(``polydg.spacetime.slab_mesh``: every sub-triangle's prism cut into 3
+tetrahedra) and the steady assembler runs on ``DGSpace(slab, p)`` with the
+slab problem of paper-2d1 (``slab_problem``), p = 1, 2, 3 of total degree in
+(x, t) (4, 10, 20 dofs per element: the paper's dofs), double precision,
+Approach 2.  Only the assembly is timed: one untimed assembly first (JIT and
+the first touch of the process's memory), then the median of ``--repeat``.
+The slab mesh's build is timed apart, as is the spatial mesh's.
+
+Why tau ~ h and not 0.1: building the slab mesh checks unmatched boundary
+facets with a k-d tree pair search of radius the longest boundary-facet
+edge (``_check_unmatched_interior`` in polydg/mesh/polytopic.py); with
+tau = 0.1 the lateral facets' edges are 0.1 long and the search among the
+2M top and bottom triangles asks for ~1e10 pairs (MemoryError on 24 GB).
+The assembly's cost does not depend on tau.
+
+The paper's totals (one NVIDIA Tesla P100, Table 4) are printed beside
+polydg's, with the ratio paper / polydg.  Only orders of magnitude compare:
+different machines (here a CPU), and the paper's time step is its own.
+
+Memory: the CSR matrix costs 16 bytes per nonzero (float64 value, int64
+column).  Its nonzeros are known before assembling, nb^2 (n_el + 2
+n_interfaces) for a uniform degree (every element's block row holds itself
+and its face neighbours; a slab's neighbours are the spatial mesh's), and a
+case whose matrix would exceed ``--max-matrix-gb`` (6 GB by default) is
+skipped with its reason printed.  Mesh 3 at p = 3 is 10M dofs with 8.06e8
+nonzeros (12.9 GB): skipped by default; with ``--max-matrix-gb 14`` it runs
+on this 24 GB machine at a peak resident size of 13.9 GB (about the
+matrix plus 1 GB).
+
+Run:  python launch/bench_spacetime.py --meshes 1 --repeat 3
+      python launch/bench_spacetime.py --meshes 1 2 3 --repeat 3 --max-matrix-gb 14 --json st.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import time
+
+
+from polydg.assembly import Workspace, assemble
+from polydg.backend import quiet_openmp_workers
+from polydg.mesh import from_spec
+from polydg.mesh.polytopic import build_polytopic_mesh
+from polydg.partition import agglomerate
+from polydg.problem import builtin_problem
+from polydg.space import DGSpace
+from polydg.spacetime import slab_mesh
+from polydg.spacetime.problem import slab_problem
+
+SPEC = "oscillating-square:502"
+#: mesh number -> elements asked of METIS (None: one element per triangle)
+MESHES = {1: 8_337, 2: 122_000, 3: None}
+#: paper Table 4 (P100, double precision), total assembly in seconds, by mesh and p
+PAPER_TOTAL = {1: {1: 1.34, 2: 1.7, 3: 3.7}, 2: {1: 1.9, 2: 4.6, 3: 15.0}, 3: {1: 2.9, 2: 9.6, 3: 32.9}}
+ROWS = ("element_kernel", "interior_kernel", "boundary_kernel", "inflow_kernel", "total_kernels", "indices",
+        "values", "quadrature_points", "coefficients", "penalty", "total_assembly")
+BYTES_PER_NNZ = 16  # float64 value + int64 column index
+
+
+def dofs_per_element(p: int, d: int = 3) -> int:
+    """Dimension of the total-degree-p polynomials in d variables."""
+    from math import comb
+    return comb(p + d, d)
+
+
+def expected_nnz(n_elements: int, n_interfaces: int, p: int) -> int:
+    """Nonzeros of the slab matrix at uniform degree p: nb^2 per element and 2 nb^2 per interface."""
+    nb = dofs_per_element(p)
+    return nb * nb * (n_elements + 2 * n_interfaces)
+
+
+def space_mesh(number: int, fine_cache: dict):
+    """(spatial polytopic mesh, seconds to build it from the fine mesh, seconds for the fine mesh)."""
+    if "fine" not in fine_cache:
+        t = time.perf_counter()
+        fine_cache["fine"] = from_spec(SPEC)
+        fine_cache["seconds"] = time.perf_counter() - t
+    fine = fine_cache["fine"]
+    t = time.perf_counter()
+    n_el = MESHES[number]
+    mesh = build_polytopic_mesh(fine) if n_el is None else agglomerate(fine, n_el)
+    return mesh, time.perf_counter() - t, fine_cache["seconds"]
+
+
+def run_mesh(number: int, degrees, repeat: int, tau: float, max_gb: float, fine_cache: dict) -> list[dict]:
+    mesh2d, t_agg, t_fine = space_mesh(number, fine_cache)
+    t = time.perf_counter()
+    slab = slab_mesh(mesh2d, 0.0, tau)
+    t_slab = time.perf_counter() - t
+    print(f"\nmesh {number}: {SPEC} ({fine_cache['fine'].n_cells:,} triangles, {t_fine:.2f} s) -> "
+          f"{mesh2d.n_elements:,} elements ({'agglomerated' if MESHES[number] else 'one per triangle'}, "
+          f"{t_agg:.2f} s); slab (0, {tau:g}): {slab.n_elements:,} elements, {slab.n_simplices:,} tetrahedra, "
+          f"{slab.n_interior_faces:,} interior faces on {slab.n_interfaces:,} interfaces, "
+          f"{slab.n_boundary_faces:,} boundary faces; slab-mesh build {t_slab:.2f} s")
+    problem = slab_problem(builtin_problem("paper-2d1", 2), 2, 0.0, tau)
+    out = []
+    for p in degrees:
+        base = {"mesh": number, "spec": SPEC, "elements": slab.n_elements, "tetrahedra": slab.n_simplices,
+                "interior_faces": slab.n_interior_faces, "interfaces": slab.n_interfaces,
+                "boundary_faces": slab.n_boundary_faces, "p": p, "tau": tau,
+                "fine_mesh_seconds": t_fine, "space_mesh_seconds": t_agg, "slab_mesh_seconds": t_slab,
+                "paper_total": PAPER_TOTAL[number][p]}
+        nnz = expected_nnz(slab.n_elements, slab.n_interfaces, p)
+        gb = nnz * BYTES_PER_NNZ / 1e9
+        dofs = slab.n_elements * dofs_per_element(p)
+        if gb > max_gb:
+            reason = (f"matrix would hold {nnz:,} nonzeros = {gb:.1f} GB at {BYTES_PER_NNZ} B each "
+                      f"(> --max-matrix-gb {max_gb:g}; this machine has 24 GB)")
+            print(f"  p = {p}: {dofs:,} dofs: skipped, {reason}")
+            out.append(dict(base, dofs=dofs, expected_nnz=nnz, skipped=reason))
+            continue
+        space = DGSpace(slab, p)
+        workspace = Workspace()
+        t = time.perf_counter()
+        warm = assemble(space, problem, workspace=workspace)
+        t_warm = time.perf_counter() - t
+        jit = warm.info["timings"]["jit"]
+        del warm
+        gc.collect()
+        runs, nnz_real = [], None
+        for _ in range(repeat):
+            r = assemble(space, problem, workspace=workspace)
+            runs.append(r.info["timings"])
+            nnz_real = r.info["nnz"]
+            del r
+            gc.collect()
+        med = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
+        totals = [t["total_assembly"] for t in runs]
+        res = dict(base, dofs=space.n_dofs, nnz=nnz_real, expected_nnz=nnz, matrix_gb=nnz_real * BYTES_PER_NNZ / 1e9,
+                   warmup_seconds=t_warm, jit_seconds=jit, repeat=repeat, totals=totals, timings=med)
+        print_case(res)
+        out.append(res)
+        del space, workspace
+        gc.collect()
+    return out
+
+
+def print_case(res: dict) -> None:
+    dofs, med = res["dofs"], res["timings"]
+    print(f"  p = {res['p']}: {dofs:,} dofs, nnz {res['nnz']:,} ({res['matrix_gb']:.2f} GB; expected "
+          f"{res['expected_nnz']:,}); first assembly {res['warmup_seconds']:.2f} s, "
+          f"of which JIT {res['jit_seconds']:.2f} s")
+    print(f"  {'':18}{'s':>10}{'s/Mdof':>10}")
+    for row in ROWS:
+        if row in med:
+            print(f"  {row:18}{med[row]:10.4f}{med[row] / dofs * 1e6:10.4f}")
+    tot = med["total_assembly"]
+    print(f"  total runs: {', '.join(f'{t:.4f}' for t in res['totals'])} s; paper (P100) {res['paper_total']:g} s; "
+          f"paper / polydg = {res['paper_total'] / tot:.1f}")
+
+
+def print_summary(results: list[dict]) -> None:
+    print("\nsummary (total assembly of one slab, median; paper: Table 4, P100)")
+    print(f"{'mesh':>4}{'p':>3}{'elements':>10}{'dofs':>12}{'nnz':>15}{'element':>9}{'interior':>9}"
+          f"{'bdry+infl':>10}{'indices':>9}{'total s':>9}{'s/Mdof':>8}{'paper s':>8}{'ratio':>7}{'slab mesh s':>12}")
+    for r in results:
+        if "skipped" in r:
+            print(f"{r['mesh']:>4}{r['p']:>3}{r['elements']:>10,}{r['dofs']:>12,}{r['expected_nnz']:>15,}  skipped: "
+                  f"{r['skipped']}")
+            continue
+        t = r["timings"]
+        print(f"{r['mesh']:>4}{r['p']:>3}{r['elements']:>10,}{r['dofs']:>12,}{r['nnz']:>15,}"
+              f"{t['element_kernel']:9.4f}{t['interior_kernel']:9.4f}{t['boundary_kernel'] + t['inflow_kernel']:10.4f}"
+              f"{t['indices']:9.4f}{t['total_assembly']:9.4f}{t['total_assembly'] / r['dofs'] * 1e6:8.3f}"
+              f"{r['paper_total']:8.2f}{r['paper_total'] / t['total_assembly']:7.1f}{r['slab_mesh_seconds']:12.2f}")
+
+
+def main() -> None:
+    quiet_openmp_workers()  # as python -m polydg.assemble does, before the first parallel kernel
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--meshes", type=int, nargs="*", choices=sorted(MESHES), default=[1, 2, 3])
+    ap.add_argument("--degrees", type=int, nargs="*", choices=[1, 2, 3], default=[1, 2, 3])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--tau", type=float, default=0.002, help="slab length: the slab is (0, tau)")
+    ap.add_argument("--max-matrix-gb", type=float, default=6.0, help="skip cases whose CSR matrix would be larger")
+    ap.add_argument("--json", help="write all figures to this file")
+    args = ap.parse_args()
+    print(f"machine: {os.cpu_count()} cores; one slab of paper-2d1, double precision, Approach 2, "
+          f"median of {args.repeat} (JIT excluded by a warm-up assembly)")
+    fine_cache: dict = {}
+    results = []
+    for number in args.meshes:
+        results.extend(run_mesh(number, args.degrees, args.repeat, args.tau, args.max_matrix_gb, fine_cache))
+        gc.collect()
+    print_summary(results)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"cores": os.cpu_count(), "results": results}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
