@@ -165,12 +165,30 @@ def test_degenerate_cell_is_named():
         build_polytopic_mesh(SimplexMesh(pts, cells, source="flat"))
 
 
-def test_hanging_node_is_an_unmatched_interior_facet():
+@pytest.mark.parametrize("pairs_per_batch", [1 << 22, 1])
+def test_hanging_node_is_an_unmatched_interior_facet(monkeypatch, pairs_per_batch):
+    from polydg.mesh import polytopic
+
+    monkeypatch.setattr(polytopic, "FACET_PAIRS_PER_BATCH", pairs_per_batch)  # one batch, or one facet a batch
     # a big triangle beside two small ones that split its edge
     pts = np.array([[0, 0], [0, 1], [-1, 0.5], [0, 0.5], [1, 0.5]], dtype=float)
     cells = np.array([[0, 1, 2], [0, 3, 4], [3, 1, 4]])
     with pytest.raises(MeshError, match="unmatched facet inside the domain"):
         build_polytopic_mesh(SimplexMesh(pts, cells, source="hanging"))
+
+
+def test_unmatched_facet_search_pairs_each_facet_within_its_own_size():
+    """Facets of very different sizes (a tall space-time slab: side faces as long as the slab, top and
+    bottom triangles as small as the mesh): each is paired only with facets within its own size."""
+    from polydg.mesh import polytopic
+
+    centroid = np.r_[np.random.default_rng(0).random((2000, 2)), [[0.5, 0.5]]]
+    size = np.r_[np.full(2000, 0.01), 0.3]
+    pairs = [np.stack(p, 1) for p in polytopic._facet_neighbours(centroid, size)]
+    got = {tuple(p) for p in np.concatenate(pairs)}
+    distance = np.linalg.norm(centroid[:, None] - centroid[None], axis=2)
+    expected = {(i, j) for i, j in zip(*np.nonzero(distance <= size[:, None])) if i != j}
+    assert got == expected and len(pairs) >= 2  # the big facet is searched in a batch of its own
 
 
 def test_generator_specs():

@@ -195,22 +195,56 @@ def _check_unmatched_interior(
     """Raise if a boundary facet overlaps another boundary facet face to face.
 
     Such a pair lies inside the domain: a hanging node or points that should
-    have been merged.  Candidates are found with a k-d tree on facet centroids.
+    have been merged.  Candidates are facets j whose centroid lies within
+    facet i's own size of i's centroid (:func:`_facet_neighbours`).
     """
     if len(facets) < 2:
         return
     x = fine.points[facets]
     centroid = x.mean(axis=1)
-    size = max_edge_lengths(x)
+    for i, j in _facet_neighbours(centroid, max_edge_lengths(x)):
+        _raise_if_on_facet(fine, facets, cells_of, normals, h, x, centroid, i, j)
+
+
+#: candidate pairs examined at once by :func:`_check_unmatched_interior` (bounds its memory)
+FACET_PAIRS_PER_BATCH = 1 << 22
+
+
+def _facet_neighbours(centroid: np.ndarray, size: np.ndarray):
+    """Batches of directed pairs (i, j), j != i, with |c_j - c_i| <= size_i.
+
+    Each facet is searched within its own size: a radius of the largest
+    facet for all of them (a space-time slab's side faces are as long as the
+    time step, its top and bottom triangles as small as the mesh) made
+    billions of pairs.  Facets are taken in order of size, in batches of
+    about :data:`FACET_PAIRS_PER_BATCH` pairs whose sizes differ by at most 2x.
+    """
     tree = cKDTree(centroid)
-    pairs = tree.query_pairs(r=float(size.max()), output_type="ndarray")
-    if len(pairs) == 0:
-        return
-    i, j = pairs[:, 0], pairs[:, 1]
+    counts = tree.query_ball_point(centroid, r=size, return_length=True)
+    order = np.argsort(size, kind="stable")
+    sorted_size = size[order]
+    cum = np.cumsum(counts[order])
+    start = 0
+    while start < len(order):
+        base = cum[start - 1] if start else 0
+        stop = int(np.searchsorted(cum, base + FACET_PAIRS_PER_BATCH, side="right"))
+        # a batch searches within its largest size: no facet more than twice its first one's
+        stop = min(stop, int(np.searchsorted(sorted_size, 2 * sorted_size[start], side="right")))
+        stop = max(stop, start + 1)
+        rows = order[start:stop]
+        found = cKDTree(centroid[rows]).sparse_distance_matrix(tree, max_distance=float(size[rows].max()),
+                                                               output_type="ndarray")
+        i, j = rows[found["i"]], found["j"]
+        keep = (found["v"] <= size[i]) & (i != j)
+        yield i[keep], j[keep]
+        start = stop
+
+
+def _raise_if_on_facet(fine: SimplexMesh, facets: np.ndarray, cells_of: np.ndarray, normals: np.ndarray,
+                       h: float, x: np.ndarray, centroid: np.ndarray, i: np.ndarray, j: np.ndarray) -> None:
+    """Raise if the centroid of facet j lies on facet i, of opposite normal, for a pair (i, j)."""
     opposite = np.einsum("ni,ni->n", normals[i], normals[j]) < -1 + 1e-8
     i, j = i[opposite], j[opposite]
-    # both directions: is j's centroid on i's facet?
-    i, j = np.concatenate([i, j]), np.concatenate([j, i])
     off_plane = np.abs(np.einsum("ni,ni->n", centroid[j] - x[i, 0], normals[i]))
     close = off_plane <= 1e-8 * h
     i, j = i[close], j[close]
