@@ -48,7 +48,7 @@ def _staged_kernel(dim: int):
 
     @njit(cache=True)
     def staged(stage, e_lo, e_hi, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
-               row_base, row_width, block_start, diag_entry, dof_offsets, first_row, want_load,
+               row_base, row_width, block_start, diag_entry, row_start, want_load,
                psi, counts, iso_start, iso_rows, iso_src, iso_coef, full_start, full_rows, full_src, full_coef,
                data, rhs):  # pragma: no cover - compiled
         nbmax = table.shape[0]
@@ -78,7 +78,7 @@ def _staged_kernel(dim: int):
             if stage >= 5:
                 K._add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
                 if want_load:
-                    K._add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
+                    K._add_vec(rhs, row_start[e], vec, nb)
         return points
 
     return staged

@@ -43,6 +43,8 @@ problems: paper-2d, paper-3d, poisson, advection, change-of-type, neumann,
   space-time (with --time-slabs N [--final-time T]): paper-2d1.
 output (--output DIR): matrix.npz (scipy.sparse.save_npz), rhs.npy, solution.npy (with --solve),
   solution.vtu (element id, degree, element means of the solution), summary.json.
+MPI: mpiexec -n N python -m polydg.assemble ... assembles on N ranks (one thread each unless
+  NUMBA_NUM_THREADS / OMP_NUM_THREADS is set); rank 0 reads, partitions, gathers and writes.
 exit codes: 0 success, 2 bad input (one line on stderr), 1 internal error.
 """
 
@@ -86,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--solve", nargs="?", const="direct", choices=("direct", "iterative"),
                    help="solve with SciPy (default direct; the default run solves)")
     o.add_argument("--output", metavar="DIR", help="write matrix.npz, rhs.npy, solution.npy/.vtu, summary.json")
+    o.add_argument("--no-gather", action="store_true",
+                   help="on several ranks: each rank writes its rows to DIR/rows-rank<R>.npz instead of rank 0 "
+                        "gathering the matrix (no --solve)")
     o.add_argument("--json", metavar="PATH", help="write the summary as JSON")
     o.add_argument("--quiet", action="store_true", help="print nothing but errors")
     o.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -115,23 +120,12 @@ class _Progress:
             print(f"[{time.perf_counter() - self.start:7.2f} s] {message}", file=sys.stderr, flush=True)
 
 
-def run(args: argparse.Namespace) -> dict:
-    from .assembly import Workspace, assemble
+def check_options(args: argparse.Namespace) -> dict:
+    """The options that need more than argparse's checks, validated (the same on every rank)."""
     from .backend import resolve_backend
-    from .mesh import build_polytopic_mesh, load_mesh
-    from .partition import agglomerate_cells
-    from .problem import load_problem
-    from .report import format_table, summary_dict, write_json
-    from .solve import errors as error_norms
-    from .solve import solve
-    from .space import DGSpace
-    from .spacetime.command import check_space_time_options, run_space_time
 
-    say = _Progress(args.quiet)
     default_run = args.mesh is None
-    mesh_spec = args.mesh or DEFAULT_MESH
     n_agg = args.agglomerate if args.agglomerate is not None else (DEFAULT_AGGLOMERATE if default_run else 0)
-    method = args.solve or ("direct" if default_run else None)
     lo, hi = parse_degree(args.degree)
     for name, value, low in (("--repeat", args.repeat, 1), ("--agglomerate", n_agg, 0),
                              ("--quadrature-extra", args.quadrature_extra, 0)):
@@ -141,8 +135,43 @@ def run(args: argparse.Namespace) -> dict:
         raise OptionError(f"--memory-budget must be positive, got {args.memory_budget}")
     if not args.penalty > 0:
         raise OptionError(f"--penalty must be positive, got {args.penalty}")
-    backend = resolve_backend(args.backend)
+    return {"mesh_spec": args.mesh or DEFAULT_MESH, "n_agg": n_agg, "degrees": (lo, hi),
+            "method": args.solve or ("direct" if default_run else None), "backend": resolve_backend(args.backend)}
 
+
+def build_mesh(fine, opts: dict, seed: int, say):
+    """The polytopic mesh (agglomerated or not) and the degrees (one, or random per element)."""
+    from .mesh import build_polytopic_mesh
+    from .partition import agglomerate_cells
+
+    if opts["n_agg"] > 0:
+        mesh = build_polytopic_mesh(fine, agglomerate_cells(fine, opts["n_agg"], seed=seed))
+        say(f"agglomerated {fine.n_cells:,} cells into {mesh.n_elements:,} elements")
+    else:
+        mesh = build_polytopic_mesh(fine)
+        say(f"polytopic mesh: {mesh.n_elements:,} elements")
+    lo, hi = opts["degrees"]
+    degree = lo if lo == hi else np.random.default_rng(seed).integers(lo, hi + 1, size=mesh.n_elements)
+    return mesh, degree
+
+
+def chunk_progress(say):
+    def progress(stage: str, done: int, total: int) -> None:
+        if total > 1:
+            say(f"  {stage}: chunk {done}/{total}")
+    return progress
+
+
+def run(args: argparse.Namespace) -> dict:
+    from .assembly import Workspace, assemble
+    from .mesh import load_mesh
+    from .problem import load_problem
+    from .space import DGSpace
+    from .spacetime.command import check_space_time_options, run_space_time
+
+    say = _Progress(args.quiet)
+    opts = check_options(args)
+    mesh_spec = opts["mesh_spec"]
     fine = load_mesh(mesh_spec)
     problem = load_problem(args.problem, fine.dim)  # before the first progress line: bad input is one line
     check_space_time_options(args, problem)
@@ -150,51 +179,47 @@ def run(args: argparse.Namespace) -> dict:
     kernels = f"{fine.dim + 1}D space-time assembly kernels" if problem.space_time else f"{fine.dim}D assembly kernels"
     # numba reports every compilation; the first one of polydg's kernels prints a line, and the total its time
     with announce_compilation(say, kernels):
-        if n_agg > 0:
-            mesh = build_polytopic_mesh(fine, agglomerate_cells(fine, n_agg, seed=args.seed))
-            say(f"agglomerated {fine.n_cells:,} cells into {mesh.n_elements:,} elements")
-        else:
-            mesh = build_polytopic_mesh(fine)
-            say(f"polytopic mesh: {mesh.n_elements:,} elements")
-        if lo == hi:
-            degree = lo
-        else:
-            degree = np.random.default_rng(args.seed).integers(lo, hi + 1, size=mesh.n_elements)
+        mesh, degree = build_mesh(fine, opts, args.seed, say)
         if problem.space_time:  # slab after slab: polydg/spacetime
             return run_space_time(args, problem, mesh, degree, mesh_spec, args.solve, say, _write_output)
         space = DGSpace(mesh, degree)
         say(f"DG space: {space}; problem {problem.name}")
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if total > 1:
-                say(f"  {stage}: chunk {done}/{total}")
-
         runs, result = [], None
         workspace = Workspace()  # the repeats reuse the quadrature points' and coefficients' arrays
         for r in range(args.repeat):
             result = None  # free the previous matrix first
             result = assemble(space, problem, approach=args.approach, precision=args.precision, penalty=args.penalty,
                               penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra,
-                              memory_budget_mb=args.memory_budget, backend=backend, progress=progress,
-                              workspace=workspace)
+                              memory_budget_mb=args.memory_budget, backend=opts["backend"],
+                              progress=chunk_progress(say), workspace=workspace)
             runs.append(result.info["timings"])
             say(f"assembled {space.n_dofs:,} dofs, nnz {result.matrix.nnz:,} in "
                 f"{result.info['timings']['total_assembly']:.3f} s" + (f" (run {r + 1}/{args.repeat})" if args.repeat > 1 else ""))
         del workspace  # its memory goes back before the solve
         timings = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
+        return finish(args, opts, say, space, problem, result, timings)
 
-        x, solve_info, errs = None, None, None
-        if method:
-            x, solve_info = solve(result.matrix, result.rhs, method, space=space)
-            timings["solve"] = solve_info["seconds"]
-            say(f"solved ({solve_info.get('solver')}) in {solve_info['seconds']:.3f} s, "
-                f"residual {solve_info.get('residual', float('nan')):.2e}")
-            if problem.exact is not None:
-                errs = error_norms(space, problem, x, penalty_values=result.face_penalty)
-    options = {"mesh": mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget,
+
+def finish(args: argparse.Namespace, opts: dict, say, space, problem, result, timings: dict,
+           extra: dict | None = None) -> dict:
+    """Solve (when asked), compute the errors, and write and print the summary."""
+    from .report import format_table, summary_dict, write_json
+    from .solve import errors as error_norms
+    from .solve import solve
+
+    x, solve_info, errs = None, None, None
+    if opts["method"]:
+        x, solve_info = solve(result.matrix, result.rhs, opts["method"], space=space)
+        timings["solve"] = solve_info["seconds"]
+        say(f"solved ({solve_info.get('solver')}) in {solve_info['seconds']:.3f} s, "
+            f"residual {solve_info.get('residual', float('nan')):.2e}")
+        if problem.exact is not None:
+            errs = error_norms(space, problem, x, penalty_values=result.face_penalty)
+    options = {"mesh": opts["mesh_spec"], "problem": problem.name, "memory_budget": args.memory_budget,
                "repeat": args.repeat}
-    summary = summary_dict(mesh=mesh, space=space, result=result, options=options, timings=timings, errors=errs,
-                           solve_info=solve_info)
+    summary = summary_dict(mesh=space.mesh, space=space, result=result, options=options, timings=timings,
+                           errors=errs, solve_info=solve_info, ranks=(extra or {}).get("ranks", 1))
+    summary.update(extra or {})
     if args.output:
         _write_output(Path(args.output), space, result, x, summary)
         say(f"wrote {args.output}")
@@ -248,12 +273,27 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     quiet = "--quiet" in argv
     show_other_warnings = warnings.showwarning
+    comm = None
 
     def show_warning(message, category, filename, lineno, file=None, line=None):
         if not issubclass(category, PolyDGWarning):
             show_other_warnings(message, category, filename, lineno, file, line)
-        elif not quiet:
+        elif not quiet and (comm is None or comm.Get_rank() == 0):
             print(f"polydg.assemble: warning: {one_line(message)}", file=sys.stderr)
+
+    def report(message: str, exc: BaseException, code: int) -> int:
+        """Print once (rank 0, or the failing rank when the others cannot know); end every rank."""
+        from .distributed.comm import RankFailure, abort
+
+        known_everywhere = isinstance(exc, (RankFailure, OptionError))
+        if comm is None or comm.Get_size() == 1:
+            print(message, file=sys.stderr)
+        elif known_everywhere:
+            if comm.Get_rank() == 0:
+                print(message, file=sys.stderr)
+        else:  # the other ranks may wait for this one in a collective: end them all
+            abort(comm, code, f"{message} (rank {comm.Get_rank()})")
+        return code
 
     try:
         with warnings.catch_warnings():
@@ -261,30 +301,43 @@ def main(argv: list[str] | None = None) -> int:
             if any(a in ("-h", "--help") for a in argv):
                 build_parser().print_help()
                 return 0
+            from .distributed.comm import launched_ranks
+
+            if launched_ranks() > 1:  # started by mpiexec with several ranks
+                from .distributed.comm import one_thread_per_rank, world
+
+                comm = world()
+                one_thread_per_rank()
             args = build_parser().parse_args(argv)
             quiet = args.quiet
-            run(args)
+            if comm is not None and comm.Get_size() > 1:
+                from .distributed.command import run_distributed
+
+                run_distributed(args, comm, _Progress(args.quiet))
+            else:
+                run(args)
         return 0
     except PolyDGError as exc:
         if debug:
             raise
-        print(f"polydg.assemble: error: {one_line(exc)}", file=sys.stderr)
-        return 2
+        from .distributed.comm import RankFailure
+
+        code = 1 if isinstance(exc, RankFailure) and not exc.input_error else 2
+        kind = "error" if code == 2 else "internal error"
+        return report(f"polydg.assemble: {kind}: {one_line(exc)}", exc, code)
     except KeyboardInterrupt:
         print("polydg.assemble: interrupted", file=sys.stderr)
         return 130
-    except MemoryError:
+    except MemoryError as exc:
         if debug:
             raise
-        print("polydg.assemble: error: out of memory (lower --memory-budget or the problem size)", file=sys.stderr)
-        return 1
+        return report("polydg.assemble: error: out of memory (lower --memory-budget or the problem size)", exc, 1)
     except Exception as exc:  # an internal error: one line unless --debug
         if debug:
             raise
         msg = str(exc).splitlines()[0] if str(exc) else ""
-        print(f"polydg.assemble: internal error: {type(exc).__name__}: {msg} (run with --debug for the traceback)",
-              file=sys.stderr)
-        return 1
+        return report(f"polydg.assemble: internal error: {type(exc).__name__}: {msg} (run with --debug for the "
+                      "traceback)", exc, 1)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ DETAIL_ROWS = (
     ("  quadrature points", "quadrature_points"),
     ("  coefficients", "coefficients"),
     ("  penalty", "penalty"),
+    ("  partition (ranks)", "partition"),
+    ("  distribute (ranks)", "distribute"),
 )
 
 
@@ -92,12 +94,19 @@ def format_table(summary: dict) -> str:
     for label, key in TABLE_ROWS[:7]:
         lines.append(f"{label:22}{t[key]:12.4f}{t[key] * per:12.4f}")
     for label, key in DETAIL_ROWS:
+        if key in ("partition", "distribute") and summary.get("ranks", 1) == 1:
+            continue
         lines.append(f"{label:22}{t[key]:12.4f}{t[key] * per:12.4f}")
     if "solver" in summary:
         lines.append(f"{'solve':22}{t['solve']:12.4f}{t['solve'] * per:12.4f}   ({summary['solver'].get('solver')})")
     lines.append(f"{'(JIT, apart)':22}{summary['jit_seconds']:12.4f}")
     if summary.get("repeat", 1) > 1:
         lines.append(f"timings are medians of {summary['repeat']} assemblies")
+    if summary.get("ranks", 1) > 1:
+        b = summary["balance"]
+        lines.append(f"timings are the slowest rank's; load balance (max / mean over ranks): kernel time "
+                     f"{b['kernel_time']:.2f}, estimated work {b['work']:.2f}, nnz {b['nnz']:.2f}, "
+                     f"elements {b['elements']:.2f}")
     if "errors" in summary:
         e = summary["errors"]
         lines.append("")

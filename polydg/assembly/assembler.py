@@ -76,9 +76,9 @@ class AssemblyResult:
 
 def assemble(space, problem, *, approach: str = "2", precision: str = "double", penalty: float = 10.0,
              penalty_kind: str = "classical", quadrature_extra: int = 0, memory_budget_mb: float = 1024.0,
-             backend: str = "numpy", elements: np.ndarray | None = None,
+             backend: str = "numpy", elements: np.ndarray | None = None, face_penalty: np.ndarray | None = None,
              progress: Callable[[str, int, int], None] | None = None,
-             workspace: Workspace | None = None) -> AssemblyResult:
+             workspace: Workspace | None = None, comm=None) -> AssemblyResult:
     """Assemble the IP-dG matrix and load vector of ``problem`` on ``space``.
 
     Parameters
@@ -95,8 +95,15 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     quadrature_extra : added to the default exactness degree 2p + 1
     memory_budget_mb : bound on the working memory of one chunk of quadrature points
     backend : "numpy" (the CPU path)
-    elements : assemble only the rows of this contiguous range of elements
-        (the rows of one MPI rank); default all
+    elements : assemble only the rows of these elements (an increasing
+        array of element ids: the rows of one MPI rank), numbered
+        consecutively in that order; columns stay global.  Default all.
+        The chunks cover ``elements[0]:elements[-1] + 1``, so the work is
+        that of the range they span (:mod:`polydg.distributed` gives each
+        rank a sub-mesh in which they span only themselves and their halo).
+    face_penalty : sigma_F per face of the mesh, instead of computing it from
+        ``penalty`` and ``penalty_kind`` (a rank's sub-mesh lacks the
+        neighbours' other faces that the paper's formula reads)
     progress : called as ``progress(stage, done, total)`` after each chunk
     workspace : a :class:`~polydg.assembly.Workspace` to keep the work arrays
         (quadrature points, coefficient values) in from one call to the next,
@@ -106,9 +113,15 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         that is about 0.005 s of a 0.05 s assembly.  The returned matrix and
         vector never share memory with it; one assembly at a time may use it.
 
+    comm : an mpi4py communicator (any number of ranks, one included): the
+        assembly is distributed over its ranks (:func:`polydg.distributed.assemble_distributed`;
+        ``space`` is read on rank 0 only) and each rank gets a
+        :class:`~polydg.distributed.DistributedAssembly` of its rows, whose
+        ``gather()`` gives rank 0 this function's one-process result bit for bit
+
     Returns
     -------
-    AssemblyResult
+    AssemblyResult (a DistributedAssembly with ``comm``)
 
     >>> from polydg.mesh import unit_square
     >>> from polydg.partition import agglomerate
@@ -119,6 +132,15 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     >>> result.matrix.shape == (space.n_dofs, space.n_dofs)
     True
     """
+    if comm is not None:
+        if elements is not None or face_penalty is not None:
+            raise OptionError("elements and face_penalty are chosen per rank by the distributed assembly")
+        from ..distributed.assembly import assemble_distributed
+
+        return assemble_distributed(space, problem, comm, approach=approach, precision=precision, penalty=penalty,
+                                    penalty_kind=penalty_kind, quadrature_extra=quadrature_extra,
+                                    memory_budget_mb=memory_budget_mb, backend=backend, progress=progress,
+                                    workspace=workspace)
     approach = str(approach)
     if approach not in APPROACHES:
         raise OptionError(f"unknown approach {approach!r}; choose one of {', '.join(APPROACHES)}")
@@ -141,10 +163,11 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     if elements is None:
         elements = np.arange(n_el, dtype=np.int64)
     elements = np.asarray(elements, dtype=np.int64)
-    if len(elements) == 0 or np.any(np.diff(elements) != 1):
-        raise OptionError("elements must be a non-empty contiguous increasing range")
-    if approach != "2" and len(elements) != n_el:
-        raise OptionError(f"approach {approach!r} assembles whole matrices only; use approach 2 for row ranges")
+    if elements.ndim != 1 or len(elements) == 0 or np.any(np.diff(elements) <= 0) or elements[0] < 0 \
+            or elements[-1] >= n_el:
+        raise OptionError(f"elements must be a non-empty increasing array of element ids in [0, {n_el})")
+    if face_penalty is not None and np.shape(face_penalty) != (mesh.n_faces,):
+        raise OptionError(f"face_penalty has shape {np.shape(face_penalty)}, expected ({mesh.n_faces},) (one per face)")
     if workspace is None:
         workspace = Workspace()  # points and coefficients of one chunk at a time, reused by the next
     timer = Timer()
@@ -158,7 +181,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
 
     plan = plan_assembly(space, problem, approach=approach, dtype=dtype, penalty=penalty, penalty_kind=penalty_kind,
                          quadrature_extra=quadrature_extra, memory_budget_mb=memory_budget_mb, elements=elements,
-                         timer=timer)
+                         face_penalty=face_penalty, timer=timer)
     ctx = PassContext(plan, Coefficients(problem, d, dtype, thread_count(), workspace), workspace, timer, progress)
     volume_pass(plan, ctx)
     interior_face_pass(plan, ctx)

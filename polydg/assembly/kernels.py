@@ -286,7 +286,7 @@ def _element_rows_kernel(dim: int):
 
     @range_kernel
     def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
-                     row_base, row_width, block_start, diag_entry, dof_offsets, first_row, want_load,
+                     row_base, row_width, block_start, diag_entry, row_start, want_load,
                      psi, counts, iso_start, iso_rows, iso_src, iso_coef, full_start, full_rows, full_src, full_coef,
                      data, rhs):  # pragma: no cover - compiled
         d = dim
@@ -295,6 +295,8 @@ def _element_rows_kernel(dim: int):
         L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S = _moment_scratch(d, nbmax, pmax, psi.shape[0], data)
         box, scale = _box_scratch(d, pmax, data)
         for e in range(e_lo, e_hi):
+            if row_base[e] < 0:  # not a row of this assembly (another rank's element)
+                continue
             nb, p = nbasis[e], degree[e]
             # the block's rows are far apart in memory: their loads overlap the moments' work
             _prefetch_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], nb, nb)
@@ -305,7 +307,7 @@ def _element_rows_kernel(dim: int):
                          iso_coef, full_start, full_rows, full_src, full_coef, S, block, vec)
             _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
             if want_load:
-                _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
+                _add_vec(rhs, row_start[e], vec, nb)
 
     return element_rows
 
@@ -412,6 +414,8 @@ def _interior_rows_kernel(dim: int):
         work = (L, dL, SK, SN, U, bKK, bKN)
         csr = (row_base, row_width, block_start, data)
         for e in range(e_lo, e_hi):
+            if row_base[e] < 0:
+                continue
             nbK, pK = nbasis[e], degree[e]
             _prefetch_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], nbK, nbK)
             bKK[:nbK, :nbK] = 0.0
@@ -493,14 +497,14 @@ def _boundary_scratch(d, nbmax, pmax, like):  # pragma: no cover - compiled
 
 @range_kernel
 def _boundary_rows(e_lo, e_hi, mode, boundary_offsets, face_local, pts, X, W, A, B, GD, GN, NEU, normal, sigma,
-                   lo, hi, degree, nbasis, table, rec, row_base, row_width, block_start, diag_entry, dof_offsets,
-                   first_row, data, rhs):  # pragma: no cover - compiled
+                   lo, hi, degree, nbasis, table, rec, row_base, row_width, block_start, diag_entry, row_start,
+                   data, rhs):  # pragma: no cover - compiled
     d = X.shape[1]
     pmax = _table_degree(table)
     block, vec, An, leg, dleg, phi, grad, flux, box, scale = _boundary_scratch(d, table.shape[0], pmax, data)
     for e in range(e_lo, e_hi):
         f0, f1 = boundary_offsets[e], boundary_offsets[e + 1]
-        if f0 == f1:
+        if f0 == f1 or row_base[e] < 0:
             continue
         nb = nbasis[e]
         block[:nb, :nb] = 0.0
@@ -511,7 +515,7 @@ def _boundary_rows(e_lo, e_hi, mode, boundary_offsets, face_local, pts, X, W, A,
             boundary_face_accumulate(mode, f, pts[fl], pts[fl + 1], X, W, A, B, GD, GN, NEU, normal, sigma,
                                      box, scale, rec, degree[e], table, nb, An, leg, dleg, phi, grad, flux, block, vec)
         _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
-        _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
+        _add_vec(rhs, row_start[e], vec, nb)
 
 
 def boundary_rows(mode, e_lo, e_hi, *args) -> None:
@@ -671,7 +675,8 @@ def scatter_add_blocks(block_row, block_entry, block_vals, vals, adj_col, nbasis
 
 
 @njit(cache=True)
-def coo_triplets(block_row, block_entry, block_vals, vals, adj_col, nbasis, dof_offsets, rows, cols):  # pragma: no cover
+def coo_triplets(block_row, block_entry, block_vals, vals, adj_col, nbasis, row_start, dof_offsets, rows,
+                 cols):  # pragma: no cover
     """Row and column indices of every buffered value (Approach 1's COO with duplicates)."""
     for t in range(block_row.shape[0]):
         e = block_row[t]
@@ -680,13 +685,15 @@ def coo_triplets(block_row, block_entry, block_vals, vals, adj_col, nbasis, dof_
         v = block_vals[t]
         for i in range(nr):
             for j in range(nc):
-                rows[v + i * nc + j] = dof_offsets[e] + i
+                rows[v + i * nc + j] = row_start[e] + i
                 cols[v + i * nc + j] = dof_offsets[c] + j
 
 
 @njit(cache=True)
-def scatter_add_loads(load_row, load_vals, loads, dof_offsets, nbasis, first_row, rhs):  # pragma: no cover
+def scatter_add_loads(load_row, load_vals, loads, row_start, nbasis, rhs):  # pragma: no cover
     for t in range(load_row.shape[0]):
         e = load_row[t]
+        if row_start[e] < 0:  # not a row of this assembly
+            continue
         for i in range(nbasis[e]):
-            rhs[dof_offsets[e] - first_row + i] += loads[load_vals[t] + i]
+            rhs[row_start[e] + i] += loads[load_vals[t] + i]

@@ -123,7 +123,7 @@ def volume_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
         if plan.approach == "2":
             args = (mesh.element_offsets, s_lo, batch.offsets, X, W, A, B, C, F, *tables,
                     pattern.row_base, pattern.row_width, pattern.block_start, pattern.diag_entry,
-                    space.dof_offsets, pattern.first_row, True, *plan.moments, ctx.data, ctx.rhs)
+                    pattern.row_start, True, *plan.moments, ctx.data, ctx.rhs)
             ctx.warm("element", lambda: K.element_rows(e_lo, e_lo, *args))
             t = time.perf_counter()
             K.element_rows(e_lo, e_hi, *args)
@@ -142,7 +142,7 @@ def volume_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
             timer.add("element_kernel", t)
             reduce_entity_blocks(plan, ctx, se, pattern.diag_entry[se], vals_off[:-1], vals, "element_kernel")
             t = time.perf_counter()
-            K.scatter_add_loads(se, load_off[:-1], loads, space.dof_offsets, nbasis, pattern.first_row, ctx.rhs)
+            K.scatter_add_loads(se, load_off[:-1], loads, pattern.row_start, nbasis, ctx.rhs)
             timer.add("element_kernel", t)
         ctx.report("element kernel", ci + 1)
 
@@ -247,8 +247,8 @@ def boundary_face_pass(plan: AssemblyPlan, ctx: PassContext, mode: int, key: str
         if plan.approach == "2":
             args = (plan.boundary_offsets, ctx.face_local, batch.offsets, X, W, A, B, GD, GN, NEU, plan.normal,
                     plan.sigma, plan.lo, plan.hi, space.degree, nbasis, plan.table, plan.rec, pattern.row_base,
-                    pattern.row_width, pattern.block_start, pattern.diag_entry, space.dof_offsets,
-                    pattern.first_row, ctx.data, ctx.rhs)
+                    pattern.row_width, pattern.block_start, pattern.diag_entry, pattern.row_start,
+                    ctx.data, ctx.rhs)
             ctx.warm(f"boundary{mode}", lambda: K.boundary_rows(mode, e_lo, e_lo, *args))
             t = time.perf_counter()
             K.boundary_rows(mode, e_lo, e_hi, *args)
@@ -265,7 +265,7 @@ def boundary_face_pass(plan: AssemblyPlan, ctx: PassContext, mode: int, key: str
             ctx.warm(f"boundary-entity{mode}", lambda: K.boundary_face_blocks(mode, faces[:0], *args))
             t = time.perf_counter()
             K.boundary_face_blocks(mode, faces, *args)
-            K.scatter_add_loads(be, load_off[:-1], loads, space.dof_offsets, nbasis, pattern.first_row, ctx.rhs)
+            K.scatter_add_loads(be, load_off[:-1], loads, pattern.row_start, nbasis, ctx.rhs)
             timer.add(key, t)
             reduce_entity_blocks(plan, ctx, be, pattern.diag_entry[be], vals_off[:-1], vals, key)
         ctx.face_local[faces] = -1
@@ -291,20 +291,30 @@ def reduce_entity_blocks(plan: AssemblyPlan, ctx: PassContext, rows: np.ndarray,
     """Scatter-add entity blocks into the CSR values (atomic) or keep their COO triplets (Approach 1).
 
     Block t is row element ``rows[t]``'s block at adjacency entry
-    ``entries[t]``, its values at ``vals[offsets[t]:]``.
+    ``entries[t]``, its values at ``vals[offsets[t]:]``.  Blocks of rows
+    that are not assembled here (another rank's) are dropped.
     """
     t = time.perf_counter()
+    pattern, space = plan.pattern, plan.space
+    mine = pattern.row_base[rows] >= 0
+    if not mine.all():
+        rows, entries, offsets = rows[mine], entries[mine], offsets[mine]
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     entries = np.ascontiguousarray(entries, dtype=np.int64)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    pattern, space = plan.pattern, plan.space
     if plan.approach == "atomic":
         K.scatter_add_blocks(rows, entries, offsets, vals, pattern.adj_col, space.element_dofs, pattern.row_base,
                              pattern.row_width, pattern.block_start, ctx.data)
         ctx.timer.add(key, t)  # the paper's atomic writes happen inside its kernels
     else:
+        nbasis = space.element_dofs
+        sizes = nbasis[rows] * nbasis[pattern.adj_col[entries]]
+        if not mine.all():  # the kept blocks' values, packed
+            vals = vals[expand_ranges(offsets, offsets + sizes)]
+            offsets = np.cumsum(sizes) - sizes
         r = np.empty(len(vals), dtype=np.int64)
         c = np.empty(len(vals), dtype=np.int64)
-        K.coo_triplets(rows, entries, offsets, vals, pattern.adj_col, space.element_dofs, space.dof_offsets, r, c)
+        K.coo_triplets(rows, entries, offsets, vals, pattern.adj_col, nbasis, pattern.row_start, space.dof_offsets,
+                       r, c)
         ctx.coo.append((r, c, vals))
         ctx.timer.add("indices", t)

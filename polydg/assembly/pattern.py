@@ -40,6 +40,8 @@ class SparsityPattern:
     indptr, indices : the CSR arrays (int64) of the rows of ``elements``
     row_base : (n_elements,) offset in ``data`` of element e's first row
         (-1 for elements whose rows are not assembled here)
+    row_start : (n_elements,) index of element e's first row among the
+        assembled rows (-1 for elements whose rows are not assembled here)
     row_width : (n_elements,) width W_e of e's rows
     adj_offsets, adj_col, block_start : the adjacency entries
     diag_entry : (n_elements,) adjacency entry of the diagonal block (e, e)
@@ -58,7 +60,7 @@ class SparsityPattern:
     block_start: np.ndarray
     diag_entry: np.ndarray
     interface_entry: np.ndarray
-    first_row: int = 0
+    row_start: np.ndarray
     elements: np.ndarray | None = None
     element_dofs: np.ndarray | None = None
 
@@ -172,9 +174,8 @@ def sparsity_pattern(
 ) -> SparsityPattern:
     """Sparsity pattern of the rows of ``elements`` (default: all, in order).
 
-    ``elements`` must be a contiguous, increasing range of element ids (the
-    rows of one rank); its rows are numbered from ``dof_offsets[elements[0]]``.
-    Columns are global.
+    ``elements`` is an increasing array of element ids (the rows of one rank);
+    their rows are numbered consecutively, in that order.  Columns are global.
 
     >>> from polydg.mesh import unit_square, build_polytopic_mesh
     >>> from polydg.space import DGSpace
@@ -197,6 +198,8 @@ def sparsity_pattern(
     sel_sizes = element_dofs[elements] * row_width[elements]
     row_base = np.full(n_el, -1, dtype=np.int64)
     row_base[elements] = np.cumsum(sel_sizes) - sel_sizes
+    row_start = np.full(n_el, -1, dtype=np.int64)
+    row_start[elements] = np.cumsum(element_dofs[elements]) - element_dofs[elements]
     n_rows = int(element_dofs[elements].sum())
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(np.repeat(row_width[elements], element_dofs[elements]), out=indptr[1:])
@@ -215,7 +218,7 @@ def sparsity_pattern(
         block_start=block_start,
         diag_entry=diag_entry,
         interface_entry=interface_entry,
-        first_row=int(dof_offsets[elements[0]]) if len(elements) else 0,
+        row_start=row_start,
         elements=elements,
         element_dofs=element_dofs.astype(np.int64),
     )

@@ -125,40 +125,28 @@ def polytopic_face_measure(mesh: PolytopicMesh) -> np.ndarray:
     return out
 
 
-@range_kernel
-def _classical_penalty(f_lo, f_hi, face_elements, a_bound, p, diameter, C_sigma, out):  # pragma: no cover - compiled
-    """out[f] = sigma_F = C_sigma max over the elements K of F of a_K p_K^2 / h_K (one side on the boundary)."""
-    for f in range(f_lo, f_hi):
-        best = 0.0
-        for side in range(2):
-            e = face_elements[f, side]
-            if e >= 0:
-                best = max(best, a_bound[e] * (p[e] * p[e]) / diameter[e])
-        out[f] = C_sigma * best
-
-
 def compile_penalty_kernels() -> None:
     """Compile (or load from Numba's cache) the penalty kernel, on empty input."""
     z2 = np.zeros((0, 2), dtype=np.int64)
     _apex_heights(0, 0, z2, z2, np.zeros((0, 2)), np.zeros((1, 2)), np.zeros(1, np.int64), np.zeros(0, np.int64),
                   np.zeros((0, 2)))
-    _classical_penalty(0, 0, z2, np.zeros(0), np.zeros(0), np.zeros(0), 1.0, np.zeros(0))
 
 
-def face_penalty(mesh: PolytopicMesh, degree: np.ndarray, a_bound: np.ndarray, *, C_sigma: float = 10.0,
-                 kind: str = "paper") -> np.ndarray:
-    """sigma_F for every face of ``mesh`` (interior faces first, then boundary)."""
+def penalty_weights(mesh: PolytopicMesh, degree: np.ndarray, kind: str = "paper") -> np.ndarray:
+    """w[F, side]: sigma_F / (C_sigma a_K) for the element K on each side of every face (0 outside).
+
+    ``classical``: p_K^2 / h_K; ``paper``: min(|K| / |K^F|, C_cov(K)) p_K^2 |F| / |K|.
+    The weights are geometry and degrees only, so that a rank can be handed
+    those of its faces (the paper's need the neighbour's whole boundary).
+    """
     d = mesh.dim
     p = np.maximum(degree, 1).astype(np.float64)
     el = np.ascontiguousarray(mesh.face_elements, dtype=np.int64)
-    if kind == "classical":
-        sigma = np.empty(len(el))
-        parallel_range(_classical_penalty, 0, len(el), el, np.ascontiguousarray(a_bound, dtype=np.float64), p,
-                       np.ascontiguousarray(mesh.diameter, dtype=np.float64), float(C_sigma), sigma)
-        return sigma
     both = el >= 0
     safe = np.where(both, el, 0)
-    if kind == "paper":
+    if kind == "classical":
+        per_side = p[safe] ** 2 / mesh.diameter[safe]
+    elif kind == "paper":
         ev_offsets, ev = mesh.element_boundary_vertices()
         height = np.zeros((len(el), 2))
         parallel_range(_apex_heights, 0, len(el), mesh.face_vertices, el, mesh.face_normal, mesh.points, ev_offsets,
@@ -167,8 +155,21 @@ def face_penalty(mesh: PolytopicMesh, degree: np.ndarray, a_bound: np.ndarray, *
         kf = face * height / d  # |K^F| = |F| height / d
         ratio = mesh.measure[safe] / np.maximum(kf, 1e-300)
         c_cov = p[safe] ** (2 * (d - 1))
-        per_side = np.minimum(ratio, c_cov) * a_bound[safe] * p[safe] ** 2 * face / mesh.measure[safe]
+        per_side = np.minimum(ratio, c_cov) * p[safe] ** 2 * face / mesh.measure[safe]
     else:
         raise ValueError(f"unknown penalty kind {kind!r}; known: {', '.join(PENALTY_KINDS)}")
-    per_side = np.where(both, per_side, 0.0)
-    return C_sigma * per_side.max(axis=1)
+    return np.where(both, per_side, 0.0)
+
+
+def penalty_from_weights(weights: np.ndarray, face_elements: np.ndarray, a_bound: np.ndarray,
+                         C_sigma: float) -> np.ndarray:
+    """sigma_F = C_sigma max over the sides K of F of a_K w[F, K] (see :func:`penalty_weights`)."""
+    both = face_elements >= 0
+    a = np.where(both, a_bound[np.where(both, face_elements, 0)], 0.0)
+    return C_sigma * (a * weights).max(axis=1)
+
+
+def face_penalty(mesh: PolytopicMesh, degree: np.ndarray, a_bound: np.ndarray, *, C_sigma: float = 10.0,
+                 kind: str = "paper") -> np.ndarray:
+    """sigma_F for every face of ``mesh`` (interior faces first, then boundary)."""
+    return penalty_from_weights(penalty_weights(mesh, degree, kind), mesh.face_elements, a_bound, C_sigma)

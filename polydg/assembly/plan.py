@@ -1,7 +1,7 @@
 """The assembly plan: everything decided before the first kernel runs, the same for every backend.
 
-A plan holds the rows to assemble (a contiguous element range, the rows of
-one MPI rank or all), the bases' tables, the quadrature rules' degrees, the
+A plan holds the rows to assemble (an increasing array of elements, the rows
+of one MPI rank, or all), the bases' tables, the quadrature rules' degrees, the
 sparsity pattern, the face penalty and the chunks of elements whose
 quadrature points fit the memory budget.  The passes (``passes.py``:
 volume, interior faces, boundary) execute a plan chunk by chunk.
@@ -18,7 +18,8 @@ from ..basis import legendre_recurrence, multi_indices
 from ..quadrature import default_degree
 from .moments import moment_tables
 from .pattern import SparsityPattern, sparsity_pattern
-from .penalty import diffusion_bound, face_penalty
+from .penalty import diffusion_bound
+from .penalty import face_penalty as penalty_of_faces
 from .points import point_counts
 from .timing import Timer
 
@@ -68,8 +69,12 @@ class AssemblyPlan:
 
 
 def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penalty_kind: str,
-                  quadrature_extra: int, memory_budget_mb: float, elements: np.ndarray, timer: Timer) -> AssemblyPlan:
-    """The plan of one assembly; the pattern's time goes to ``indices``, the penalty's to ``penalty``."""
+                  quadrature_extra: int, memory_budget_mb: float, elements: np.ndarray, timer: Timer,
+                  face_penalty: np.ndarray | None = None) -> AssemblyPlan:
+    """The plan of one assembly; the pattern's time goes to ``indices``, the penalty's to ``penalty``.
+
+    ``face_penalty`` (sigma_F per face), when given, is used as it is.
+    """
     mesh = space.mesh
     d, n_el = mesh.dim, mesh.n_elements
     degree = space.degree
@@ -82,8 +87,11 @@ def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penal
     adj_interface = np.full(len(pattern.adj_col), -1, dtype=np.int64)
     adj_interface[pattern.interface_entry[:, 0]] = np.arange(mesh.n_interfaces)
     adj_interface[pattern.interface_entry[:, 1]] = np.arange(mesh.n_interfaces)
-    a_bound = diffusion_bound(mesh, problem, degree, quadrature_extra)
-    sigma64 = face_penalty(mesh, degree, a_bound, C_sigma=penalty, kind=penalty_kind)
+    if face_penalty is None:
+        a_bound = diffusion_bound(mesh, problem, degree, quadrature_extra)
+        sigma64 = penalty_of_faces(mesh, degree, a_bound, C_sigma=penalty, kind=penalty_kind)
+    else:
+        sigma64 = np.ascontiguousarray(face_penalty, dtype=np.float64)
     timer.add("penalty", t)
 
     n_int = mesh.n_interior_faces
@@ -110,7 +118,7 @@ def face_rule_degrees(degree: np.ndarray, face_elements: np.ndarray, extra: int)
 
 def element_chunks(mesh, element_rule: np.ndarray, face_rule: np.ndarray, memory_budget_mb: float,
                    elements: np.ndarray) -> list[tuple[int, int]]:
-    """Split the contiguous element range into chunks whose quadrature points fit the budget.
+    """Split the range ``elements[0]:elements[-1] + 1`` into chunks whose quadrature points fit the budget.
 
     ``element_rule`` and ``face_rule`` are the rules' exactness degrees per
     element and per face (:func:`~polydg.quadrature.default_degree`, :func:`face_rule_degrees`).

@@ -1,0 +1,220 @@
+"""Assembly across MPI ranks: partition, hand out, assemble rows, gather (DESIGN.md section 7).
+
+::
+
+    rank 0: space --rank_partition (METIS, kernel-work weights)--> ranks
+            --rank_parts--> one RankPart per rank, sent one at a time
+    every rank: a_K of its elements --one Allreduce(MAX)--> sigma_F of its faces
+            --assemble(elements=owned, face_penalty=sigma)--> its rows (the
+              single-process plan and passes; no communication)
+            --relabel columns--> rows row_range of the rank numbering (PETSc MPIAIJ)
+    gather: rank 0 stacks the rows and renumbers them: the one-process matrix, bit for bit
+
+Rank 0 holds the whole mesh (it read or generated and agglomerated it: the
+agglomeration needs the whole fine mesh); every other rank holds only its
+part and halo.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..assembly.assembler import AssemblyResult, assemble
+from ..assembly.passes import expand_ranges
+from ..partition.ranks import balance, element_work, rank_partition
+from ..problem import as_problem
+from .comm import collective_phase
+from .parts import RankPart, compile_relabel_kernel, local_diffusion_bound, part_face_penalty, rank_numbering, rank_parts, relabel_columns
+
+__all__ = ["DistributedAssembly", "assemble_distributed"]
+
+
+@dataclass
+class DistributedAssembly:
+    """One rank's result of :func:`assemble_distributed`.
+
+    matrix : scipy.sparse.csr_matrix, the rank's rows ``row_range`` of the
+        matrix in the rank numbering (rows and columns; int64 indices): the
+        PETSc MPIAIJ layout
+    rhs : the load vector of those rows
+    row_range : (first, last + 1) of the rows, rank numbering
+    dofs : the single-process number of each of the rank's rows
+    info : sizes, options, this rank's ``timings``; on rank 0 also
+        ``timings_per_rank``, ``timings`` as the maximum over ranks (the
+        critical path) and ``balance`` (max / mean of kernel time, nnz, elements)
+    """
+
+    matrix: sp.csr_matrix
+    rhs: np.ndarray
+    row_range: tuple[int, int]
+    dofs: np.ndarray
+    info: dict = field(default_factory=dict)
+    comm: object = None
+    face_penalty: np.ndarray | None = None  # sigma_F of the rank's faces
+    faces: np.ndarray | None = None  # their global ids
+    _single_of_rank: np.ndarray | None = None  # rank 0: single-process dof of each rank-numbered dof
+
+    def gather(self, root: int = 0) -> AssemblyResult | None:
+        """The whole matrix and load vector on ``root``, in the single-process numbering (None elsewhere).
+
+        A collective call.  The values are moved, never added: the gathered
+        matrix is the one-process matrix bit for bit.
+        """
+        comm = self.comm
+        pieces = comm.gather((self.matrix, self.rhs, self.face_penalty, self.faces), root=root)
+        if comm.Get_rank() != root:
+            return None
+        t = time.perf_counter()
+        stacked = sp.vstack([piece[0] for piece in pieces], format="csr")
+        rhs_rank = np.concatenate([piece[1] for piece in pieces])
+        sigma = np.zeros(self.info["faces"])
+        for piece in pieces:  # a face on a partition boundary comes from both ranks, with the same value
+            sigma[piece[3]] = piece[2]
+        n = self.info["dofs"]
+        single = self._single_of_rank
+        matrix = relabel_columns(stacked, single, n)
+        order = np.empty(n, dtype=np.int64)
+        order[single] = np.arange(n)  # the rank-numbered row of each single-process dof
+        matrix = matrix[order]
+        matrix.indices = matrix.indices.astype(np.int64)
+        matrix.indptr = matrix.indptr.astype(np.int64)
+        matrix.has_sorted_indices = True
+        info = dict(self.info, gather_seconds=time.perf_counter() - t)
+        return AssemblyResult(matrix, rhs_rank[order], sigma, info)
+
+    def to_petsc(self):
+        """The rank's rows as a PETSc MPIAIJ matrix and vector (needs petsc4py)."""
+        try:
+            from petsc4py import PETSc
+        except ImportError:
+            from ..errors import OptionError
+
+            raise OptionError("to_petsc() needs petsc4py (pip install petsc4py)") from None
+        n_local, n = self.matrix.shape[0], self.info["dofs"]
+        comm = self.comm
+        A = PETSc.Mat().createAIJ(size=((n_local, n), (n_local, n)),
+                                  csr=(self.matrix.indptr, self.matrix.indices, self.matrix.data), comm=comm)
+        A.assemble()
+        b = PETSc.Vec().createMPI((n_local, n), comm=comm)
+        b.setArray(self.rhs)
+        return A, b
+
+
+def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = None, weighted: bool = True,
+                         penalty: float = 10.0, penalty_kind: str = "classical", quadrature_extra: int = 0,
+                         root: int = 0, say=None, **options) -> DistributedAssembly:
+    """Assemble across the ranks of ``comm``: each rank gets its rows (see :class:`DistributedAssembly`).
+
+    ``space`` is needed on ``root`` only (other ranks may pass None or their
+    own copy, which is not read).  ``ranks`` gives the rank of every element
+    (default: :func:`~polydg.partition.ranks.rank_partition`, weighted by
+    kernel work unless ``weighted=False``).  ``options`` go to
+    :func:`~polydg.assembly.assemble` (approach, precision, memory budget, ...).
+    A collective call; an error on any rank raises
+    :class:`~polydg.distributed.comm.RankFailure` on every rank.
+    """
+    rank, size = comm.Get_rank(), comm.Get_size()
+    timings = {}
+    t0 = time.perf_counter()
+    compile_relabel_kernel()
+    jit = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    parts = None
+    with collective_phase(comm):
+        if rank == root:
+            if ranks is None:
+                ranks = rank_partition(space, size, weighted=weighted, quadrature_extra=quadrature_extra)
+            ranks = np.asarray(ranks, dtype=np.int64)
+            if ranks.shape != (space.mesh.n_elements,) or ranks.min() < 0 or ranks.max() >= size:
+                from ..errors import OptionError
+
+                raise OptionError(f"ranks must give a rank in [0, {size}) for each of the "
+                                  f"{space.mesh.n_elements} elements")
+            parts = rank_parts(space, ranks, penalty_kind=penalty_kind)
+    timings["partition"] = time.perf_counter() - t0
+    if say is not None and rank == root:
+        say(f"partitioned {space.mesh.n_elements:,} elements over {size} ranks in {timings['partition']:.3f} s")
+
+    t = time.perf_counter()
+    with collective_phase(comm):
+        if rank == root:
+            mine = None
+            for part in parts:  # built and sent one at a time: rank 0 never holds them all
+                if part.rank == root:
+                    mine = part
+                else:
+                    comm.send(part, dest=part.rank, tag=11)
+            part = mine
+        else:
+            part = comm.recv(source=root, tag=11)
+    timings["distribute"] = time.perf_counter() - t
+
+    with collective_phase(comm):
+        problem = as_problem(problem, part.submesh.mesh.dim)
+        local_space = part.space()
+        a_local = local_diffusion_bound(part, problem, quadrature_extra)
+        a_all = np.zeros(part.n_elements)
+        owned_global = part.submesh.elements[part.submesh.owned]
+        a_all[owned_global] = a_local[part.submesh.owned]
+    from mpi4py import MPI
+
+    comm.Allreduce(MPI.IN_PLACE, a_all, op=MPI.MAX)  # a_K of every element: the halo's come from its owners
+
+    with collective_phase(comm):
+        sigma = part_face_penalty(part, a_all[part.submesh.elements], penalty)
+        del a_all
+        result = assemble(local_space, problem, elements=part.submesh.owned, face_penalty=sigma,
+                          penalty=penalty, penalty_kind=penalty_kind, quadrature_extra=quadrature_extra, **options)
+        t = time.perf_counter()
+        matrix = relabel_columns(result.matrix, part.dof_map(local_space, rank_numbering=True), part.n_dofs)
+        result.info["timings"]["indices"] += time.perf_counter() - t
+        result.info["timings"]["total_assembly"] += time.perf_counter() - t
+        dofs = part.dof_map(local_space)[_owned_rows(local_space, part)]
+    timings.update(result.info["timings"])
+    timings["jit"] += jit
+
+    info = dict(result.info)
+    info.update(dofs=part.n_dofs, elements=part.n_elements, faces=part.n_faces, rank=rank, ranks=size, row_range=list(part.row_range),
+                owned_elements=int(len(part.submesh.owned)), halo_elements=int(len(part.submesh.halo)),
+                timings=timings)
+    info["work"] = float(element_work(local_space, quadrature_extra)[part.submesh.owned].sum())
+    per_rank = comm.gather({"timings": timings, "nnz": int(matrix.nnz), "elements": info["owned_elements"],
+                            "halo": info["halo_elements"], "rows": int(matrix.shape[0]), "work": info["work"]},
+                           root=root)
+    single_of_rank = None
+    if rank == root:
+        info.update(_rank_report(per_rank))
+        new = rank_numbering(ranks)
+        nb = space.element_dofs
+        by_new = np.argsort(new)
+        single_of_rank = (np.repeat(space.dof_offsets[:-1][by_new] - np.r_[0, np.cumsum(nb[by_new])[:-1]],
+                                    nb[by_new]) + np.arange(space.n_dofs)).astype(np.int64)
+        # the other direction: rank numbering of each single-process dof
+        info["element_ranks"] = ranks
+    return DistributedAssembly(matrix=matrix, rhs=result.rhs, row_range=part.row_range, dofs=dofs, info=info,
+                               comm=comm, face_penalty=sigma, faces=part.submesh.faces,
+                               _single_of_rank=single_of_rank)
+
+
+def _owned_rows(space, part: RankPart) -> np.ndarray:
+    """Local dofs of the owned elements, in order (the rows just assembled)."""
+    owned = part.submesh.owned
+    return expand_ranges(space.dof_offsets[owned], space.dof_offsets[owned + 1])
+
+
+def _rank_report(per_rank: list[dict]) -> dict:
+    """Rank 0's view: timings per rank, their maximum (the critical path) and the load balance."""
+    keys = per_rank[0]["timings"].keys()
+    kernels = [r["timings"].get("total_kernels", 0.0) for r in per_rank]
+    return {
+        "timings_per_rank": [r["timings"] for r in per_rank],
+        "timings_max": {k: max(r["timings"].get(k, 0.0) for r in per_rank) for k in keys},
+        "balance": {"kernel_time": balance(kernels), "nnz": balance([r["nnz"] for r in per_rank]),
+                    "elements": balance([r["elements"] for r in per_rank]),
+                    "work": balance([r["work"] for r in per_rank])},
+        "per_rank": [{k: r[k] for k in ("nnz", "elements", "halo", "rows", "work")} for r in per_rank],
+    }

@@ -1,0 +1,120 @@
+"""MPI plumbing: is this process one of several ranks, threads per rank, and errors that end every rank.
+
+A rank that fails must not leave the others waiting in a collective.  Every
+phase of a distributed run ends with :func:`check_collectively`: the ranks
+exchange a flag and the first error's message, and if any rank failed every
+rank raises :class:`RankFailure` (the same message everywhere, so that rank 0
+alone prints it).  What cannot be exchanged (a rank killed, a rank stuck)
+is left to ``mpiexec``, which ends the job when one rank dies, and to
+:func:`abort`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..errors import OptionError, PolyDGError
+
+#: environment variables through which launchers give the number of ranks (MPICH/Hydra, Open MPI, PMIx, Slurm)
+SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS")
+
+
+def launched_ranks() -> int:
+    """The number of ranks this process was started with by ``mpiexec`` (1 when started alone)."""
+    for name in SIZE_VARIABLES[:3]:
+        value = os.environ.get(name)
+        if value and value.isdigit():
+            return int(value)
+    return 1
+
+
+def world():
+    """``MPI.COMM_WORLD`` (mpi4py), with a clear error where mpi4py is missing."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        raise OptionError("running on several ranks needs mpi4py: pip install 'polydg[mpi]'") from None
+    return MPI.COMM_WORLD
+
+
+def one_thread_per_rank() -> int:
+    """Give each rank one Numba thread unless the user chose (NUMBA_NUM_THREADS / OMP_NUM_THREADS).
+
+    Ranks usually fill the cores already; threads on top oversubscribe them.
+    Returns the thread count in use.
+    """
+    import numba
+
+    if "NUMBA_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
+        numba.set_num_threads(1)
+    elif "OMP_NUM_THREADS" in os.environ and "NUMBA_NUM_THREADS" not in os.environ:
+        wanted = os.environ["OMP_NUM_THREADS"]
+        if wanted.isdigit() and 1 <= int(wanted) <= numba.config.NUMBA_NUM_THREADS:
+            numba.set_num_threads(int(wanted))
+    return numba.get_num_threads()
+
+
+class RankFailure(PolyDGError):
+    """A rank failed; raised on every rank with the first failing rank's message.
+
+    ``input_error`` is True when the cause was bad input (a
+    :class:`~polydg.errors.PolyDGError`), so that the command line exits with 2.
+    """
+
+    def __init__(self, message: str, rank: int, input_error: bool):
+        super().__init__(message)
+        self.rank = rank
+        self.input_error = input_error
+
+
+def check_collectively(comm, error: BaseException | None) -> None:
+    """Raise :class:`RankFailure` on every rank if ``error`` is set on any (a collective call)."""
+    if comm is None or comm.Get_size() == 1:
+        if error is not None:
+            raise error
+        return
+    mine = None
+    if error is not None:
+        if isinstance(error, RankFailure):
+            mine = (str(error), error.input_error)
+        else:
+            text = str(error) or type(error).__name__
+            if not isinstance(error, PolyDGError):
+                text = f"{type(error).__name__}: {text}"
+            mine = (text, isinstance(error, PolyDGError))
+    reports = comm.allgather(mine)
+    for rank, report in enumerate(reports):
+        if report is not None:
+            message, input_error = report
+            if comm.Get_size() > 1 and not message.startswith("rank "):
+                message = f"rank {rank}: {message}"
+            raise RankFailure(message, rank, input_error) from error
+
+
+class collective_phase:
+    """``with collective_phase(comm): ...``: the block's error, on any rank, raises on every rank.
+
+    On success the ranks also meet once (one small allgather), so a phase is
+    a synchronisation point; keep phases coarse.
+    """
+
+    def __init__(self, comm):
+        self.comm = comm
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, tb):
+        if error is not None and not isinstance(error, Exception):
+            return False  # KeyboardInterrupt, SystemExit: not ours to exchange
+        check_collectively(self.comm, error)
+        return False
+
+
+def abort(comm, code: int, message: str | None = None) -> None:
+    """Print ``message`` and end every rank now (MPI_Abort): for failures outside a collective phase."""
+    if message:
+        print(message, file=sys.stderr, flush=True)
+    sys.stderr.flush()
+    comm.Abort(code)

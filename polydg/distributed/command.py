@@ -1,0 +1,146 @@
+"""The command line on several ranks: ``mpiexec -n N python -m polydg.assemble ...``.
+
+Rank 0 reads or generates the mesh, agglomerates it and partitions it; every
+rank assembles its rows; rank 0 gathers the matrix (for ``--solve`` and
+``--output``), solves, computes the errors and writes and prints the summary.
+Progress lines come from rank 0 only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+from pathlib import Path
+import numpy as np
+
+from ..errors import OptionError
+from .comm import collective_phase
+
+
+def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
+    """Run the command line's job on the ranks of ``comm``; rank 0 returns the summary, the others None."""
+    from ..assemble import build_mesh, check_options, chunk_progress, finish
+    from ..assembly import Workspace
+    from ..jit import announce_compilation
+    from ..mesh import load_mesh
+    from ..problem import load_problem
+    from ..space import DGSpace
+    from .assembly import assemble_distributed
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    root = rank == 0
+    quiet = (lambda message: None)
+    tell = say if root else quiet
+    opts = check_options(args)  # the same options on every rank: the same error everywhere, printed once
+    if args.no_gather and opts["method"]:
+        raise OptionError("--solve needs the whole matrix on rank 0; drop --no-gather")
+    if args.no_gather and not args.output:
+        raise OptionError("--no-gather writes each rank's rows into --output DIR; give --output")
+    if args.time_slabs is not None:
+        raise OptionError("space-time slabs (--time-slabs) run on one rank for now; start without mpiexec")
+    space, dim = None, None
+    with collective_phase(comm):
+        if root:
+            fine = load_mesh(opts["mesh_spec"])
+            dim = fine.dim
+    dim = comm.bcast(dim, root=0)
+    with collective_phase(comm):
+        problem = load_problem(args.problem, dim)
+        if problem.space_time:
+            raise OptionError(f"problem {problem.name} is a space-time problem; space-time slabs run on one "
+                              "rank for now")
+    with announce_compilation(tell, f"{dim}D assembly kernels"):
+        with collective_phase(comm):
+            if root:
+                say(f"mesh {opts['mesh_spec']}: {fine} on {size} ranks")
+                mesh, degree = build_mesh(fine, opts, args.seed, say)
+                del fine
+                space = DGSpace(mesh, degree)
+                say(f"DG space: {space}; problem {problem.name}")
+        runs, result = [], None
+        workspace = Workspace()
+        for r in range(args.repeat):
+            result = None
+            result = assemble_distributed(space, problem, comm, penalty=args.penalty, penalty_kind=args.penalty_kind,
+                                          quadrature_extra=args.quadrature_extra, approach=args.approach,
+                                          precision=args.precision, memory_budget_mb=args.memory_budget,
+                                          backend=opts["backend"], workspace=workspace,
+                                          progress=chunk_progress(tell) if size == 1 else None, say=tell)
+            if root:
+                runs.append(result.info["timings_max"])
+                say(f"assembled {result.info['dofs']:,} dofs on {size} ranks in "
+                    f"{result.info['timings_max']['total_assembly']:.3f} s (slowest rank)"
+                    + (f" (run {r + 1}/{args.repeat})" if args.repeat > 1 else ""))
+        del workspace
+    need_whole = bool(opts["method"] or (args.output and not args.no_gather))
+    gathered = None
+    if args.no_gather:
+        write_rank_rows(Path(args.output), result, comm)
+        tell(f"each rank wrote its rows into {args.output}")
+    with collective_phase(comm):
+        if need_whole:
+            gathered = result.gather()
+        elif root:  # the summary's sizes and options, without the matrix
+            from ..assembly.assembler import AssemblyResult
+
+            gathered = AssemblyResult(_NnzOnly(sum(r["nnz"] for r in result.info["per_rank"])), np.zeros(0),
+                                      np.zeros(0), result.info)
+    if not root:
+        return None
+    if args.no_gather:  # the matrix stays with the ranks: the summary goes beside their files
+        args = argparse.Namespace(**{**vars(args), "output": None, "json": args.json or str(Path(args.output) /
+                                                                                             "summary.json")})
+    timings = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
+    info = result.info
+    extra = {
+        "ranks": size,
+        "timings_per_rank": info["timings_per_rank"],
+        "balance": info["balance"],
+        "per_rank": info["per_rank"],
+        "threads_per_rank": _threads(),
+    }
+    if gathered.info.get("gather_seconds") is not None:
+        say(f"gathered the matrix on rank 0 in {gathered.info['gather_seconds']:.3f} s")
+    return finish(args, opts, say, space, problem, gathered, timings, extra)
+
+
+class _NnzOnly:
+    """Stands in for the matrix in the summary when it was not gathered."""
+
+    def __init__(self, nnz: int):
+        self.nnz = nnz
+
+
+def _threads() -> int:
+    import numba
+
+    return int(numba.get_num_threads())
+
+
+def write_rank_rows(directory: Path, result, comm) -> None:
+    """Each rank writes ``rows-rank<R>.npz`` (its rows in the rank numbering: data, indices, indptr,
+    shape, row_range, dofs = the single-process number of each row, rhs).
+
+    Written under a temporary name and renamed only when every rank has
+    written its file: a failure leaves no partial set behind.
+    """
+    import numpy as np
+
+    directory = directory.resolve()
+    if comm.Get_rank() == 0:
+        directory.mkdir(parents=True, exist_ok=True)
+    comm.Barrier()
+    final = directory / f"rows-rank{comm.Get_rank()}.npz"
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{final.name}-", suffix=".npz")
+    os.close(fd)
+    try:
+        with collective_phase(comm):
+            m = result.matrix
+            np.savez(tmp, data=m.data, indices=m.indices, indptr=m.indptr, shape=np.array(m.shape),
+                     row_range=np.array(result.row_range), dofs=result.dofs, rhs=result.rhs)
+        os.replace(tmp, final)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

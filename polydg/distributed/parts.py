@@ -1,0 +1,161 @@
+"""What one rank is handed and what it makes of it, without MPI (DESIGN.md section 7).
+
+:func:`rank_parts` cuts a DG space into one :class:`RankPart` per rank: the
+rank's sub-mesh (:func:`polydg.mesh.submesh.rank_submesh`), degrees, dof
+numbers and penalty weights.  :func:`assemble_part` assembles a part's rows
+with the single-process plan and passes and relabels the columns.  The MPI
+layer (``assembly.py``) only moves these objects and reduces one array.
+
+Two numberings of the dofs exist:
+
+* the single-process numbering (element by element, in the mesh's order),
+  in which a gathered matrix equals the one-process matrix bit for bit;
+* the rank numbering: elements rank by rank, each rank's in mesh order, so
+  that rank r owns the contiguous rows ``row_range`` (the PETSc MPIAIJ
+  layout).  A rank's own matrix is given in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..assembly.penalty import diffusion_bound, penalty_from_weights, penalty_weights
+from ..mesh.submesh import RankMesh, rank_submesh
+from ..space import DGSpace
+from ..threads import parallel_range, range_kernel
+
+
+@dataclass
+class RankPart:
+    """One rank's share of the assembly (everything in the sub-mesh's local element order).
+
+    submesh : the rank's :class:`~polydg.mesh.submesh.RankMesh`
+    degree : (n_local,) polynomial degree of each local element
+    dof_offsets : (n_local,) first dof of each local element, single-process numbering
+    rank_dof_offsets : (n_local,) first dof of each local element, rank numbering
+    penalty_weights : (n_local_faces, 2) :func:`~polydg.assembly.penalty.penalty_weights` of the local faces
+    rank, ranks : this rank and the number of ranks
+    row_range : (first, last + 1) of the rank's rows in the rank numbering
+    n_elements, n_dofs, n_faces : sizes of the whole problem
+    """
+
+    submesh: RankMesh
+    degree: np.ndarray
+    dof_offsets: np.ndarray
+    rank_dof_offsets: np.ndarray
+    penalty_weights: np.ndarray
+    rank: int
+    ranks: int
+    row_range: tuple[int, int]
+    n_elements: int
+    n_dofs: int
+    n_faces: int
+
+    def space(self) -> DGSpace:
+        """The DG space on the sub-mesh (its dofs numbered locally)."""
+        return DGSpace(self.submesh.mesh, self.degree)
+
+    def dof_map(self, space: DGSpace, rank_numbering: bool = False) -> np.ndarray:
+        """Global dof of every local dof of ``space``: single-process (default) or rank numbering."""
+        first = self.rank_dof_offsets if rank_numbering else self.dof_offsets
+        nb = space.element_dofs
+        return np.repeat(first - space.dof_offsets[:-1], nb) + np.arange(space.n_dofs, dtype=np.int64)
+
+
+def rank_numbering(ranks: np.ndarray) -> np.ndarray:
+    """New id of every element when they are numbered rank by rank (each rank's in mesh order)."""
+    order = np.argsort(ranks, kind="stable")
+    new = np.empty(len(ranks), dtype=np.int64)
+    new[order] = np.arange(len(ranks))
+    return new
+
+
+def rank_parts(space: DGSpace, ranks: np.ndarray, *, penalty_kind: str = "classical") -> Iterator[RankPart]:
+    """The part of each rank 0, 1, ... in turn (one at a time: the caller sends and drops it)."""
+    mesh = space.mesh
+    ranks = np.asarray(ranks, dtype=np.int64)
+    n_ranks = int(ranks.max()) + 1
+    new = rank_numbering(ranks)
+    nb = space.element_dofs
+    rank_offsets = np.zeros(mesh.n_elements + 1, dtype=np.int64)
+    np.cumsum(nb[np.argsort(new)], out=rank_offsets[1:])  # dof offsets in the rank numbering, by new id
+    rank_first = rank_offsets[new]  # ... by element
+    dofs_per_rank = np.bincount(ranks, weights=nb, minlength=n_ranks).astype(np.int64)
+    row_ends = np.cumsum(dofs_per_rank)
+    weights = penalty_weights(mesh, space.degree, penalty_kind)
+    for r in range(n_ranks):
+        sub = rank_submesh(mesh, np.flatnonzero(ranks == r))
+        e = sub.elements
+        yield RankPart(submesh=sub, degree=space.degree[e], dof_offsets=space.dof_offsets[e],
+                       rank_dof_offsets=rank_first[e], penalty_weights=weights[sub.faces], rank=r, ranks=n_ranks,
+                       row_range=(int(row_ends[r] - dofs_per_rank[r]), int(row_ends[r])),
+                       n_elements=mesh.n_elements, n_dofs=space.n_dofs, n_faces=mesh.n_faces)
+
+
+def local_diffusion_bound(part: RankPart, problem, quadrature_extra: int) -> np.ndarray:
+    """a_K of the owned elements (zero on the halo, which has no sub-simplices here)."""
+    return diffusion_bound(part.submesh.mesh, problem, part.degree, quadrature_extra)
+
+
+def part_face_penalty(part: RankPart, a_bound: np.ndarray, C_sigma: float) -> np.ndarray:
+    """sigma_F of the local faces from a_K of every local element (halo included)."""
+    return penalty_from_weights(part.penalty_weights, part.submesh.mesh.face_elements, a_bound, C_sigma)
+
+
+@range_kernel
+def _relabel_rows(r_lo, r_hi, indptr, indices, data, new_label, out_indices, out_data,
+                  runs):  # pragma: no cover - compiled
+    """Rows with their columns relabelled and re-sorted.
+
+    A row's columns are blocks of consecutive numbers in both numberings, so
+    the row is cut into runs that stay consecutive under relabelling, the runs
+    are sorted by their first new label (few per row: insertion sort), and
+    copied.  ``runs`` is scratch (one slot per entry).
+    """
+    for r in range(r_lo, r_hi):
+        a, b = indptr[r], indptr[r + 1]
+        n_runs = 0
+        for k in range(a, b):
+            if k == a or new_label[indices[k]] != new_label[indices[k - 1]] + 1:
+                # insert the run starting at k by its first new label
+                j = a + n_runs
+                while j > a and new_label[indices[runs[j - 1]]] > new_label[indices[k]]:
+                    runs[j] = runs[j - 1]
+                    j -= 1
+                runs[j] = k
+                n_runs += 1
+        out = a
+        for i in range(n_runs):
+            k = runs[a + i]
+            while True:
+                out_indices[out] = new_label[indices[k]]
+                out_data[out] = data[k]
+                out += 1
+                k += 1
+                if k == b or new_label[indices[k]] != new_label[indices[k - 1]] + 1:
+                    break
+
+
+def relabel_columns(matrix: sp.csr_matrix, new_label: np.ndarray, n_cols: int) -> sp.csr_matrix:
+    """``matrix`` with column j renamed ``new_label[j]`` (a one-to-one map), columns sorted in every row."""
+    indices = np.empty_like(matrix.indices, dtype=np.int64)
+    data = np.empty_like(matrix.data)
+    runs = np.empty(len(indices), dtype=np.int64)
+    parallel_range(_relabel_rows, 0, matrix.shape[0], matrix.indptr.astype(np.int64),
+                   matrix.indices.astype(np.int64), matrix.data, np.ascontiguousarray(new_label, dtype=np.int64),
+                   indices, data, runs)
+    out = sp.csr_matrix((matrix.shape[0], n_cols), dtype=matrix.dtype)
+    out.data, out.indices, out.indptr = data, indices, matrix.indptr.astype(np.int64)
+    out.has_sorted_indices = True
+    return out
+
+
+def compile_relabel_kernel() -> None:
+    """Compile (or load from Numba's cache) the relabelling kernel, on empty input."""
+    z = np.zeros(0, dtype=np.int64)
+    for dtype in (np.float64, np.float32):
+        _relabel_rows(0, 0, np.zeros(1, np.int64), z, np.zeros(0, dtype), z, z, np.zeros(0, dtype), z)

@@ -1,0 +1,271 @@
+"""Assembly across MPI ranks, with real ``mpiexec -n 1..4`` (oversubscribed on small machines).
+
+The ranks' results are compared with the one-process assembly in this
+process: the gathered matrix bit for bit, each rank's own rows, the partition
+boundary faces computed by both sides, the command line's files, and the
+failures that must end every rank.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from polydg.assembly import assemble
+
+pytest.importorskip("mpi4py")
+MPIEXEC = shutil.which("mpiexec")
+pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="mpiexec not found (pip install 'polydg[mpi]')")
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import mpi_cases  # noqa: E402
+
+RANKS = (1, 2, 3, 4)
+
+
+def mpiexec(n: int, *args, timeout: float = 300, cwd=None, env_extra=None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("NUMBA_NUM_THREADS", None)
+    env.update(env_extra or {})
+    return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd or HERE.parent, env=env)
+
+
+@pytest.fixture(scope="module")
+def serial(shared_meshes):
+    """The one-process results of every case and reduction (this also fills the kernel cache for the ranks)."""
+    from polydg.distributed.parts import compile_relabel_kernel
+    from polydg.problem import builtin_problem
+
+    compile_relabel_kernel()
+    out = {}
+    for name, space, problem_name in mpi_cases.case_spaces(shared_meshes):
+        problem = builtin_problem(problem_name, space.mesh.dim)
+        for approach in mpi_cases.APPROACHES:
+            out[name, approach] = space, assemble(space, problem, approach=approach)
+    return out
+
+
+@pytest.fixture(scope="module")
+def ranked(serial, shared_meshes, tmp_path_factory):
+    """For each number of ranks, the folder of mpi_cases.py's results."""
+    runs = {}
+    for n in RANKS:
+        out = tmp_path_factory.mktemp(f"ranks{n}")
+        r = mpiexec(n, HERE / "mpi_cases.py", out, shared_meshes)
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs[n] = out
+    return runs
+
+
+CASES = [(n, c, a) for n in RANKS for c in ("2d-hp", "3d", "voronoi") for a in mpi_cases.APPROACHES]
+
+
+@pytest.mark.parametrize("n,case,approach", CASES)
+def test_gathered_matrix_is_bitwise_the_one_process_matrix(ranked, serial, n, case, approach):
+    got = np.load(ranked[n] / f"{case}-{approach}.npz")
+    space, whole = serial[case, approach]
+    assert int(got["ranks"]) == n
+    assert np.array_equal(got["indptr"], whole.matrix.indptr)
+    assert np.array_equal(got["indices"], whole.matrix.indices)
+    assert np.array_equal(got["data"], whole.matrix.data)  # bit for bit, every reduction
+    assert np.array_equal(got["rhs"], whole.rhs)
+    assert np.array_equal(got["sigma"], whole.face_penalty)
+
+
+@pytest.mark.parametrize("n", RANKS[1:])
+@pytest.mark.parametrize("case", ["2d-hp", "3d", "voronoi"])
+def test_each_rank_writes_exactly_its_rows_and_both_sides_compute_a_boundary_face(ranked, serial, n, case):
+    space, whole = serial[case, "2"]
+    got = np.load(ranked[n] / f"{case}-2.npz")
+    element_ranks = got["element_ranks"]
+    assert sorted(set(element_ranks.tolist())) == list(range(n))
+    dof_rank = np.repeat(element_ranks, space.element_dofs)
+    # the rank numbering: rank by rank, each rank's dofs in order
+    single_of_rank = np.concatenate([np.flatnonzero(dof_rank == r) for r in range(n)])
+    start = 0
+    for r in range(n):
+        rows = mpi_cases.load_rank_rows(got, r)
+        lo, hi = got[f"range{r}"]
+        assert (lo, hi) == (start, start + rows.shape[0]) and rows.shape[1] == space.n_dofs
+        start = hi
+        mine = np.flatnonzero(dof_rank == r)
+        assert np.array_equal(got[f"dofs{r}"], mine)  # the rank's rows are its elements' dofs, nobody else's
+        assert np.array_equal(single_of_rank[lo:hi], mine)
+        # back in the single-process numbering, the rank's rows are the serial rows, bit for bit
+        back = sp.csr_matrix((rows.data, single_of_rank[rows.indices], rows.indptr), shape=rows.shape)
+        back.sort_indices()
+        expected = whole.matrix[mine]
+        assert np.array_equal(back.indptr, expected.indptr) and np.array_equal(back.indices, expected.indices)
+        assert np.array_equal(back.data, expected.data)
+        assert np.array_equal(got[f"b{r}"], whole.rhs[mine])
+    assert start == space.n_dofs
+    # every interface on a partition boundary: each side's rank holds its own block of it, nonzero
+    mesh = space.mesh
+    e1, e2 = mesh.interface_elements.T
+    crossing = np.flatnonzero(element_ranks[e1] != element_ranks[e2])
+    assert len(crossing) > 0
+    offsets = space.dof_offsets
+    nonzero = 0
+    for i in crossing[:: max(1, len(crossing) // 20)]:
+        for a, b in ((e1[i], e2[i]), (e2[i], e1[i])):
+            r = element_ranks[a]
+            rows = mpi_cases.load_rank_rows(got, r)
+            lo = got[f"range{r}"][0]
+            local_rows = np.searchsorted(single_of_rank[lo:lo + rows.shape[0]], np.arange(offsets[a], offsets[a + 1]))
+            cols = np.argsort(single_of_rank)[np.arange(offsets[b], offsets[b + 1])]
+            block = rows[local_rows][:, cols].toarray()
+            nonzero += np.abs(block).max() > 0  # (pure transport: only the upwind side's block is nonzero)
+            assert np.array_equal(block, whole.matrix[offsets[a]:offsets[a + 1], offsets[b]:offsets[b + 1]].toarray())
+    assert nonzero >= len(crossing[:: max(1, len(crossing) // 20)])
+
+
+def test_work_weighted_partition_balances_a_mixed_degree_3d_mesh_better_than_element_counts():
+    from polydg.mesh import from_spec
+    from polydg.partition import agglomerate
+    from polydg.partition.ranks import balance, element_work, rank_partition
+    from polydg.space import DGSpace
+
+    mesh = agglomerate(from_spec("cube:8"), 300)
+    # degrees growing across the cube: equal counts per rank are unequal work
+    centre = (mesh.bbox_min + mesh.bbox_max)[:, 0] / 2
+    space = DGSpace(mesh, np.where(centre < 0.5, 1, 3))
+    work = element_work(space)
+    weighted = rank_partition(space, 4)
+    counted = rank_partition(space, 4, weighted=False)
+    per_rank = [np.bincount(p, weights=work, minlength=4) for p in (weighted, counted)]
+    assert balance(per_rank[0]) < 1.1
+    assert balance(per_rank[0]) < balance(per_rank[1]) - 0.1
+    n = mesh.n_elements
+    with pytest.raises(Exception, match=f"cannot split {n} elements over {n + 1} ranks"):
+        rank_partition(space, n + 1)
+
+
+def test_command_line_on_two_ranks_writes_the_one_process_files(tmp_path):
+    common = ["--mesh", "square:16", "--agglomerate", "40", "--degree", "1:3", "--solve", "--quiet"]
+    one = subprocess.run([sys.executable, "-m", "polydg.assemble", *common, "--output", tmp_path / "one"],
+                         capture_output=True, text=True, cwd=HERE.parent, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert one.returncode == 0, one.stderr
+    two = mpiexec(2, "-m", "polydg.assemble", *common, "--output", tmp_path / "two")
+    assert two.returncode == 0, two.stderr
+    a, b = (sp.load_npz(tmp_path / d / "matrix.npz") for d in ("one", "two"))
+    assert np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
+    assert np.array_equal(a.data, b.data)
+    for f in ("rhs.npy", "solution.npy"):
+        assert np.array_equal(np.load(tmp_path / "one" / f), np.load(tmp_path / "two" / f))
+    import json
+
+    s1, s2 = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("one", "two"))
+    assert s1["errors"] == s2["errors"] and s1["ranks"] == 1 and s2["ranks"] == 2
+    assert len(s2["timings_per_rank"]) == 2 and s2["balance"]["nnz"] >= 1.0
+    for key in ("element_kernel", "interior_kernel", "total_assembly"):
+        assert s2["timings"][key] == max(t[key] for t in s2["timings_per_rank"])
+
+
+FAILING_PROBLEM = '''
+import dataclasses, os, signal
+from polydg.problem import builtin_problem
+
+base = builtin_problem("paper-2d", 2)
+MODE = os.environ["POLYDG_TEST_FAILURE"]
+
+def source(x):
+    if os.environ.get("PMI_RANK") == "1" and len(x) > 100:  # in the assembly, not in a probe at load time
+        if MODE == "raise":
+            raise ValueError("source undefined on this part of the domain")
+        if MODE == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+    return base.source(x)
+
+PROBLEM = dataclasses.replace(base, source=source, name="failing")
+'''
+
+
+def _failure_run(tmp_path, mode, *extra):
+    (tmp_path / "failing.py").write_text(FAILING_PROBLEM)
+    start = time.perf_counter()
+    r = mpiexec(4, "-m", "polydg.assemble", "--mesh", "square:16", "--agglomerate", "40", "--output",
+                tmp_path / "out", *extra, timeout=60, env_extra={"POLYDG_TEST_FAILURE": mode})
+    return r, time.perf_counter() - start
+
+
+def test_a_corrupt_mesh_file_ends_every_rank_with_one_message(tmp_path):
+    bad = tmp_path / "broken.vtu"
+    bad.write_text("<VTKFile type='UnstructuredGrid'><UnstructuredGrid><Piece NumberOfPoints='3'")
+    start = time.perf_counter()
+    r = mpiexec(4, "-m", "polydg.assemble", "--mesh", bad, "--output", tmp_path / "out", timeout=60)
+    assert time.perf_counter() - start < 30
+    assert r.returncode != 0
+    lines = [line for line in r.stderr.splitlines() if "polydg.assemble: error" in line]
+    assert len(lines) == 1 and "broken.vtu" in lines[0], r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_problem_raising_on_one_rank_ends_every_rank(tmp_path):
+    r, seconds = _failure_run(tmp_path, "raise", "--problem", str(tmp_path / "failing.py") + ":PROBLEM")
+    assert seconds < 30 and r.returncode != 0
+    lines = [line for line in r.stderr.splitlines() if "polydg.assemble:" in line]
+    assert len(lines) == 1 and "rank 1" in lines[0] and "source undefined" in lines[0], r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_rank_killed_mid_assembly_ends_every_rank(tmp_path):
+    r, seconds = _failure_run(tmp_path, "kill", "--problem", str(tmp_path / "failing.py") + ":PROBLEM")
+    assert seconds < 30 and r.returncode != 0
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_single_process_path_runs_without_mpi4py(tmp_path):
+    # mpi4py made unimportable: one process assembles as before, and says nothing about MPI
+    code = ("import sys; sys.modules['mpi4py'] = None; from polydg.assemble import main; "
+            "sys.exit(main(['--mesh', 'square:8', '--agglomerate', '10', '--degree', '1', '--quiet', '--json', "
+            f"{str(tmp_path / 's.json')!r}]))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=HERE.parent)
+    assert r.returncode == 0, r.stderr
+    import json
+
+    assert json.loads((tmp_path / "s.json").read_text())["ranks"] == 1
+    # ... and a run under mpiexec without mpi4py is one clear line
+    env = dict(os.environ, PMI_SIZE="2")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=HERE.parent, env=env)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "needs mpi4py" in r.stderr, r.stderr
+
+
+def test_no_gather_leaves_each_ranks_rows_in_its_own_file(tmp_path):
+    common = ["--mesh", "square:16", "--agglomerate", "40", "--degree", "1:3", "--quiet"]
+    r = mpiexec(3, "-m", "polydg.assemble", *common, "--output", tmp_path / "rows", "--no-gather")
+    assert r.returncode == 0, r.stderr
+    one = mpiexec(1, "-m", "polydg.assemble", *common, "--output", tmp_path / "one")
+    assert one.returncode == 0, one.stderr
+    whole = sp.load_npz(tmp_path / "one" / "matrix.npz")
+    files = sorted((tmp_path / "rows").glob("rows-rank*.npz"))
+    assert [f.name for f in files] == ["rows-rank0.npz", "rows-rank1.npz", "rows-rank2.npz"]
+    assert not list((tmp_path / "rows").glob(".*"))  # no temporary file left
+    start, seen = 0, []
+    for f in files:
+        part = np.load(f)
+        rows = sp.csr_matrix((part["data"], part["indices"], part["indptr"]), shape=tuple(part["shape"]))
+        assert tuple(part["row_range"]) == (start, start + rows.shape[0])
+        start += rows.shape[0]
+        seen.append(part["dofs"])
+        assert np.array_equal(part["rhs"], np.load(tmp_path / "one" / "rhs.npy")[part["dofs"]])
+    single_of_rank = np.concatenate(seen)
+    assert np.array_equal(np.sort(single_of_rank), np.arange(whole.shape[0]))
+    stacked = sp.vstack([sp.csr_matrix((np.load(f)["data"], np.load(f)["indices"], np.load(f)["indptr"]),
+                                       shape=tuple(np.load(f)["shape"])) for f in files]).tocsr()
+    # rank numbering -> single-process numbering: the one-process matrix exactly
+    inverse = np.argsort(single_of_rank)
+    back = stacked[inverse][:, inverse]
+    assert (back != whole).nnz == 0
+    assert (tmp_path / "rows" / "summary.json").exists()
+    bad = mpiexec(2, "-m", "polydg.assemble", *common, "--no-gather", "--solve", "--output", tmp_path / "x")
+    assert bad.returncode == 2 and "drop --no-gather" in bad.stderr and not (tmp_path / "x").exists()
