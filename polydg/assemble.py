@@ -200,21 +200,31 @@ def run(args: argparse.Namespace) -> dict:
         return finish(args, opts, say, space, problem, result, timings)
 
 
-def finish(args: argparse.Namespace, opts: dict, say, space, problem, result, timings: dict,
-           extra: dict | None = None) -> dict:
-    """Solve (when asked), compute the errors, and write and print the summary."""
-    from .report import format_table, summary_dict, write_json
-    from .solve import errors as error_norms
+def solve_and_say(result, method: str, space, say) -> tuple[np.ndarray, dict]:
     from .solve import solve
 
-    x, solve_info, errs = None, None, None
-    if opts["method"]:
-        x, solve_info = solve(result.matrix, result.rhs, opts["method"], space=space)
-        timings["solve"] = solve_info["seconds"]
-        say(f"solved ({solve_info.get('solver')}) in {solve_info['seconds']:.3f} s, "
-            f"residual {solve_info.get('residual', float('nan')):.2e}")
+    x, solve_info = solve(result.matrix, result.rhs, method, space=space)
+    say(f"solved ({solve_info.get('solver')}) in {solve_info['seconds']:.3f} s, "
+        f"residual {solve_info.get('residual', float('nan')):.2e}")
+    return x, solve_info
+
+
+def finish(args: argparse.Namespace, opts: dict, say, space, problem, result, timings: dict,
+           extra: dict | None = None, solved: tuple | None = None) -> dict:
+    """Solve (when asked), compute the errors, and write and print the summary.
+
+    ``solved`` = (x, solve_info, errors) when the caller solved already (the ranks' run).
+    """
+    from .report import format_table, summary_dict, write_json
+    from .solve import errors
+
+    x, solve_info, errs = solved or (None, None, None)
+    if opts["method"] and solved is None:
+        x, solve_info = solve_and_say(result, opts["method"], space, say)
         if problem.exact is not None:
-            errs = error_norms(space, problem, x, penalty_values=result.face_penalty)
+            errs = errors(space, problem, x, penalty_values=result.face_penalty)
+    if solve_info is not None:
+        timings["solve"] = solve_info["seconds"]
     options = {"mesh": opts["mesh_spec"], "problem": problem.name, "memory_budget": args.memory_budget,
                "repeat": args.repeat}
     summary = summary_dict(mesh=space.mesh, space=space, result=result, options=options, timings=timings,

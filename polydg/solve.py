@@ -546,7 +546,7 @@ def _normal_diffusion(A: np.ndarray, normal: np.ndarray) -> np.ndarray:
 
 
 def errors(space: Any, problem: Any, solution: np.ndarray, *, penalty_values: np.ndarray | None = None,
-           quadrature_extra: int = 2, memory_budget_mb: float = 256.0) -> dict:
+           quadrature_extra: int = 2, memory_budget_mb: float = 256.0, faces: np.ndarray | None = None) -> dict:
     """Errors of the DG solution against ``problem.exact``: ``{"l2", "h1", "dg"}``.
 
     With e = u - u_h, quadrature of degree 2 p_K + ``quadrature_extra`` on
@@ -566,6 +566,9 @@ def errors(space: Any, problem: Any, solution: np.ndarray, *, penalty_values: np
     it) or by default the classical 10 a_F max(p_K, 1)^2 / min(h_K) with a_F
     the largest n.A n at the face's quadrature points.  The keys h1 and dg
     are left out when the problem has no ``exact_gradient``.
+
+    ``faces`` (a boolean mask over the faces) limits the face sums to those
+    faces: one MPI rank's share, whose squares the ranks add up.
     """
     mesh = space.mesh
     solution = np.asarray(solution, dtype=np.float64).reshape(-1)
@@ -592,11 +595,13 @@ def errors(space: Any, problem: Any, solution: np.ndarray, *, penalty_values: np
     # --- face terms ----------------------------------------------------------
     if with_gradient:
         h = mesh.diameter
-        for interior, faces in ((True, np.arange(mesh.n_interior_faces)),
-                                (False, np.arange(mesh.n_interior_faces, mesh.n_faces))):
-            if len(faces) == 0:
+        chosen = np.ones(mesh.n_faces, dtype=bool) if faces is None else np.asarray(faces, dtype=bool)
+        for interior, face_range in ((True, np.arange(mesh.n_interior_faces)),
+                                     (False, np.arange(mesh.n_interior_faces, mesh.n_faces))):
+            face_range = face_range[chosen[face_range]]
+            if len(face_range) == 0:
                 continue
-            for f, x, weight, p, nq in _face_batches(space, faces, quadrature_extra, memory_budget_mb):
+            for f, x, weight, p, nq in _face_batches(space, face_range, quadrature_extra, memory_budget_mb):
                 e1 = np.repeat(mesh.face_elements[f, 0], nq)
                 normal = np.repeat(mesh.face_normal[f], nq, axis=0)
                 u1, _ = _values(space, solution, x, e1, p, False)

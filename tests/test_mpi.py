@@ -165,7 +165,10 @@ def test_command_line_on_two_ranks_writes_the_one_process_files(tmp_path):
     import json
 
     s1, s2 = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("one", "two"))
-    assert s1["errors"] == s2["errors"] and s1["ranks"] == 1 and s2["ranks"] == 2
+    # the errors are summed by the ranks, each its part: equal to round-off
+    assert s1["errors"].keys() == s2["errors"].keys() and s1["ranks"] == 1 and s2["ranks"] == 2
+    for key, value in s1["errors"].items():
+        assert abs(s2["errors"][key] - value) <= 1e-12 * value
     assert len(s2["timings_per_rank"]) == 2 and s2["balance"]["nnz"] >= 1.0
     for key in ("element_kernel", "interior_kernel", "total_assembly"):
         assert s2["timings"][key] == max(t[key] for t in s2["timings_per_rank"])

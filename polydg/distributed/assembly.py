@@ -56,6 +56,7 @@ class DistributedAssembly:
     comm: object = None
     face_penalty: np.ndarray | None = None  # sigma_F of the rank's faces
     faces: np.ndarray | None = None  # their global ids
+    part: RankPart | None = None
     _single_of_rank: np.ndarray | None = None  # rank 0: single-process dof of each rank-numbered dof
 
     def gather(self, root: int = 0) -> AssemblyResult | None:
@@ -85,6 +86,32 @@ class DistributedAssembly:
         matrix.has_sorted_indices = True
         info = dict(self.info, gather_seconds=time.perf_counter() - t)
         return AssemblyResult(matrix, rhs_rank[order], sigma, info)
+
+    def errors(self, problem, solution: np.ndarray | None, root: int = 0, **options) -> dict:
+        """:func:`polydg.solve.errors` of ``solution`` (single-process numbering, given on ``root``),
+        computed by the ranks in parallel: each its elements and the faces whose first element
+        it owns, then one sum.  A collective call; every rank gets the result.
+
+        The sums are grouped differently from one process: equal to round-off, not bitwise.
+        """
+        from mpi4py import MPI
+
+        from ..solve import errors
+
+        comm = self.comm
+        x = comm.bcast(solution if comm.Get_rank() == root else None, root=root)
+        part = self.part
+        space = part.space()
+        mesh = space.mesh
+        owned = np.zeros(mesh.n_elements, dtype=bool)
+        owned[part.submesh.owned] = True
+        with collective_phase(comm):
+            local = errors(space, as_problem(problem, mesh.dim), x[part.dof_map(space)],
+                           penalty_values=self.face_penalty, faces=owned[mesh.face_elements[:, 0]], **options)
+        keys = sorted(local)
+        squares = np.array([local[k] ** 2 for k in keys])
+        comm.Allreduce(MPI.IN_PLACE, squares, op=MPI.SUM)
+        return {k: float(np.sqrt(v)) for k, v in zip(keys, squares)}
 
     def to_petsc(self):
         """The rank's rows as a PETSc MPIAIJ matrix and vector (needs petsc4py)."""
@@ -196,7 +223,7 @@ def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = Non
         # the other direction: rank numbering of each single-process dof
         info["element_ranks"] = ranks
     return DistributedAssembly(matrix=matrix, rhs=result.rhs, row_range=part.row_range, dofs=dofs, info=info,
-                               comm=comm, face_penalty=sigma, faces=part.submesh.faces,
+                               comm=comm, face_penalty=sigma, faces=part.submesh.faces, part=part,
                                _single_of_rank=single_of_rank)
 
 

@@ -87,6 +87,16 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
 
             gathered = AssemblyResult(_NnzOnly(sum(r["nnz"] for r in result.info["per_rank"])), np.zeros(0),
                                       np.zeros(0), result.info)
+    solved = None
+    if opts["method"]:  # rank 0 solves; the ranks compute the errors, each its part
+        from ..assemble import solve_and_say
+
+        x, solve_info = None, None
+        with collective_phase(comm):  # a failed solve must not leave the ranks waiting for x
+            if root:
+                x, solve_info = solve_and_say(gathered, opts["method"], space, say)
+        errs = result.errors(problem, x) if problem.exact is not None else None
+        solved = (x, solve_info, errs)
     if not root:
         return None
     if args.no_gather:  # the matrix stays with the ranks: the summary goes beside their files
@@ -103,7 +113,7 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     }
     if gathered.info.get("gather_seconds") is not None:
         say(f"gathered the matrix on rank 0 in {gathered.info['gather_seconds']:.3f} s")
-    return finish(args, opts, say, space, problem, gathered, timings, extra)
+    return finish(args, opts, say, space, problem, gathered, timings, extra, solved)
 
 
 class _NnzOnly:
