@@ -264,6 +264,8 @@ def test_cli_marches_and_writes_the_slab_keys(tmp_path):
     (("--problem", "paper-2d1", "--time-slabs", 0), "--time-slabs must be a positive integer"),
     (("--problem", "paper-2d1", "--time-slabs", 2, "--final-time", -1), "--final-time must be positive"),
     (("--problem", "poisson", "--time-slabs", 2), "is steady"),
+    (("--problem", "poisson", "--space-time-basis", "PQ"), "--space-time-basis is for space-time"),
+    (("--problem", "paper-2d1", "--time-slabs", 2, "--space-time-basis", "Q"), "invalid choice"),
     (("--problem", "NOINIT", "--time-slabs", 2), "has no initial value"),
 ])
 def test_cli_bad_space_time_input_is_one_line_and_exit_2(tmp_path, args, message):
@@ -274,3 +276,92 @@ def test_cli_bad_space_time_input_is_one_line_and_exit_2(tmp_path, args, message
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("polydg.assemble: error:")
+
+
+# ---------------------------------------------------------------------------
+# PQ_p: degree p in t times total degree p in x
+
+
+def _pq2(y):  # in PQ_2 (x^2 t^2, x z t^2), not in P_2
+    x, z, t = y.T
+    return 1.0 + x - 0.5 * z + 0.3 * t + x * x * t * t - x * z * t + 0.7 * z * t * t + x * z * t * t
+
+
+def _pq2_parts(y):  # (u_t, grad_x u, Laplace_x u)
+    x, z, t = y.T
+    ut = 0.3 + 2.0 * x * x * t - x * z + 1.4 * z * t + 2.0 * x * z * t
+    gx = np.column_stack([1.0 + 2.0 * x * t * t - z * t + z * t * t, -0.5 - x * t + 0.7 * t * t + x * t * t])
+    return ut, gx, 2.0 * t * t
+
+
+def _pq1(y):  # in PQ_1 (x t, z t), not in P_1
+    x, z, t = y.T
+    return 1.0 + x - 2.0 * z + 3.0 * t + 2.0 * x * t - z * t
+
+
+def _pq1_parts(y):
+    x, z, t = y.T
+    return 3.0 + 2.0 * x - z, np.column_stack([1.0 + 2.0 * t, -2.0 - t]), 0.0
+
+
+def _polynomial_problem(kind, u, parts):
+    w = np.array([1.0, 0.5])
+    if kind == "diffusion":  # u_t - Laplace u + u = f
+        coefficients = dict(diffusion=1.0, reaction=1.0)
+        source = lambda y: parts(y)[0] - parts(y)[2] + u(y)  # noqa: E731
+    else:  # u_t + w . grad u = f, inflow data on x = 0 and y = 0
+        coefficients = dict(advection=w)
+        source = lambda y: parts(y)[0] + parts(y)[1] @ w  # noqa: E731
+    return Problem(f"poly-{kind}", source=source, dirichlet=u, exact=u, space_time=True,
+                   initial=lambda x: u(at_time(x, 0.0)), **coefficients)
+
+
+def _relative_l2_at(mesh, u, t, p):
+    rule = time_plane_rule(mesh, 2 * p + 2)
+    return np.sqrt(rule.weights @ u(rule.at(t)) ** 2)
+
+
+@pytest.mark.parametrize("degree, u, parts, kind", [
+    (2, _pq2, _pq2_parts, "diffusion"),
+    ("1:2", _pq1, _pq1_parts, "transport"),   # mixed degrees: the solution lies in PQ_1
+])
+def test_pq_reproduces_what_p_cannot(space_mesh, degree, u, parts, kind):
+    if degree == "1:2":
+        degree = np.random.default_rng(5).integers(1, 3, size=space_mesh.n_elements)
+        assert len(np.unique(degree)) == 2
+    problem = _polynomial_problem(kind, u, parts)
+    norm = _relative_l2_at(space_mesh, u, 0.6, 2)
+    pq = march(space_mesh, problem, degree, n_slabs=3, final_time=0.6, space_time_basis="PQ")
+    assert pq.space.basis == "PQ"
+    assert pq.errors["l2"] / norm < 1e-9 and pq.errors["l2_l2"] < 1e-9
+    p = march(space_mesh, problem, degree, n_slabs=3, final_time=0.6)  # the same data in P_p: not exact
+    assert p.errors["l2"] / norm > 1e-6
+    assert pq.space.n_dofs > p.space.n_dofs
+
+
+def test_pq_index_set_and_its_moment_tables():
+    from polydg.assembly.moments import moment_tables
+    from polydg.basis import basis_size, multi_indices, pq_multi_indices
+
+    for p in range(4):
+        table = pq_multi_indices(p, 3)
+        x, t = table[:, :2].sum(axis=1), table[:, 2]
+        assert len(table) == basis_size(p, 3, "PQ") == (p + 1) * (p + 1) * (p + 2) // 2
+        assert x.max() <= p and t.max() <= p and len(np.unique(table, axis=0)) == len(table)
+        np.testing.assert_array_equal(pq_multi_indices(p + 1, 3)[: len(table)], table)  # hierarchical
+        assert table[-1].max() == p  # the kernels read the largest 1D degree off the last row
+        if p >= 1:
+            np.testing.assert_array_equal(table[:4], multi_indices(1, 3))  # P_1 first: the solvers' coarse modes
+    # the moments of PQ_p x PQ_p are those of PQ_2p; the load's are PQ_p, a prefix
+    t = moment_tables(2, 3, basis="PQ")
+    np.testing.assert_array_equal(t.psi, pq_multi_indices(4, 3))
+    assert t.counts[2].tolist() == [75, 70, 61, 18]
+
+
+def test_cli_space_time_basis_pq(tmp_path):
+    path = tmp_path / "run.json"
+    r = cli("--problem", "paper-2d1", "--time-slabs", 2, "--final-time", 0.2, "--mesh", "square:4",
+            "--agglomerate", 8, "--degree", 1, "--space-time-basis", "PQ", "--json", path, "--quiet")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(path.read_text())
+    assert s["space_time_basis"] == "PQ" and s["dofs"] == 8 * 6

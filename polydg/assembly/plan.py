@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..basis import legendre_recurrence, multi_indices
+from ..basis import legendre_recurrence
 from ..quadrature import default_degree
 from .moments import moment_tables
 from .pattern import SparsityPattern, sparsity_pattern
@@ -73,8 +73,12 @@ def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penal
     mesh = space.mesh
     d, n_el = mesh.dim, mesh.n_elements
     degree = space.degree
-    table = np.ascontiguousarray(multi_indices(space.max_degree, d))
-    rec = legendre_recurrence(2 * space.max_degree, dtype)  # the moments reach degree 2 pmax
+    # the basis' multi-indices (P or PQ): the kernels read the first nbasis[e] rows, up to 1D degree degree[e]
+    basis = getattr(space, "basis", "P")
+    table = np.ascontiguousarray(space.indices())
+    rec = legendre_recurrence(2 * space.max_degree, dtype)  # the moments reach 1D degree 2 pmax
+    # quadrature exactness follows the functions' total degree (p for P, 2p for PQ); penalties the degree
+    rule_degree = space.total_degree
 
     t = time.perf_counter()
     pattern = sparsity_pattern(mesh, space.dof_offsets, elements)
@@ -82,23 +86,24 @@ def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penal
     adj_interface = np.full(len(pattern.adj_col), -1, dtype=np.int64)
     adj_interface[pattern.interface_entry[:, 0]] = np.arange(mesh.n_interfaces)
     adj_interface[pattern.interface_entry[:, 1]] = np.arange(mesh.n_interfaces)
-    a_bound = diffusion_bound(mesh, problem, degree, quadrature_extra)
+    a_bound = diffusion_bound(mesh, problem, rule_degree, quadrature_extra)
     sigma64 = face_penalty(mesh, degree, a_bound, C_sigma=penalty, kind=penalty_kind)
     timer.add("penalty", t)
 
     n_int = mesh.n_interior_faces
     b_el = mesh.face_elements[n_int:, 0]
-    q_element = default_degree(degree, quadrature_extra)
-    face_q = face_rule_degrees(degree, mesh.face_elements, quadrature_extra)
+    q_element = default_degree(rule_degree, quadrature_extra)
+    face_q = face_rule_degrees(rule_degree, mesh.face_elements, quadrature_extra)
     return AssemblyPlan(
         space=space, problem=problem, approach=approach, dtype=dtype, elements=elements, table=table, rec=rec,
-        moments=moment_tables(space.max_degree, d, dtype), pattern=pattern, adj_interface=adj_interface,
+        moments=moment_tables(space.max_degree, d, dtype, basis), pattern=pattern, adj_interface=adj_interface,
         face_penalty=sigma64, sigma=sigma64.astype(dtype),
         lo=np.ascontiguousarray(mesh.bbox_min, dtype=dtype), hi=np.ascontiguousarray(mesh.bbox_max, dtype=dtype),
         normal=np.ascontiguousarray(mesh.face_normal, dtype=dtype),
         boundary_offsets=n_int + np.searchsorted(b_el, np.arange(n_el + 1)).astype(np.int64),
         q_element=q_element,
-        q_uniform=default_degree(space.max_degree, quadrature_extra) if space.min_degree == space.max_degree else None,
+        q_uniform=int(default_degree(rule_degree[0], quadrature_extra)) if space.min_degree == space.max_degree
+        else None,
         face_q=face_q, chunks=element_chunks(mesh, q_element, face_q, memory_budget_mb, elements))
 
 

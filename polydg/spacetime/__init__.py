@@ -10,8 +10,10 @@ One concept per module:
   load carrying the previous slab's solution, errors at a fixed time;
 * :mod:`~polydg.spacetime.march`: :func:`march`, slab after slab.
 
-2D + 1 with the total-degree space P_p; 3D + 1, PQ_p and local time
-stepping are not there yet.
+2D + 1 with the total-degree space P_p (the default) or PQ_p (degree p in
+t times total degree p in x: :func:`polydg.basis.pq_multi_indices`, the
+same compiled kernels with another multi-index table); 3D + 1 and local
+time stepping are not there yet.
 """
 
 from .march import MarchResult, march, uniform_time_nodes

@@ -24,9 +24,12 @@ DEFAULT_FINAL_TIME = 1.0
 def check_space_time_options(args: argparse.Namespace, problem: Problem) -> None:
     """One-line errors for a space-time run that cannot start (before any mesh work)."""
     if not problem.space_time:
-        if args.time_slabs is not None or args.final_time is not None:
-            raise OptionError(f"problem {problem.name!r} is steady: --time-slabs and --final-time are for "
-                              "space-time problems")
+        given = [name for name, value in (("--time-slabs", args.time_slabs), ("--final-time", args.final_time),
+                                          ("--space-time-basis", getattr(args, "space_time_basis", None)))
+                 if value is not None]
+        if given:
+            raise OptionError(f"problem {problem.name!r} is steady: {', '.join(given)} "
+                              f"{'is' if len(given) == 1 else 'are'} for space-time problems")
         return
     if problem.initial is None:
         raise ProblemError(f"space-time problem {problem.name!r} has no initial value (initial)")
@@ -57,7 +60,8 @@ def run_space_time(args: argparse.Namespace, problem: Problem, mesh: Any, degree
 
     final_time = DEFAULT_FINAL_TIME if args.final_time is None else float(args.final_time)
     result = march(mesh, problem, degree, n_slabs=int(args.time_slabs), final_time=final_time,
-                   method=method or "direct", progress=say, approach=args.approach, precision=args.precision,
+                   method=method or "direct", space_time_basis=args.space_time_basis or "P", progress=say,
+                   approach=args.approach, precision=args.precision,
                    penalty=args.penalty, penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra,
                    memory_budget_mb=args.memory_budget, backend=args.backend)
     per_slab = result.timings
@@ -67,7 +71,7 @@ def run_space_time(args: argparse.Namespace, problem: Problem, mesh: Any, degree
     options = {"mesh": mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget, "repeat": 1}
     summary = summary_dict(mesh=result.space.mesh, space=result.space, result=result.assembly, options=options,
                            timings=one, errors=result.errors, solve_info=result.info["solver"])
-    summary.update(slabs=int(args.time_slabs), final_time=final_time,
+    summary.update(slabs=int(args.time_slabs), final_time=final_time, space_time_basis=result.space.basis,
                    timings_per_slab=[{k: float(v) for k, v in t.items()} for t in per_slab],
                    timings_all_slabs=totals, factorisations=result.info["factorisations"])
     if args.output and write_output is not None:

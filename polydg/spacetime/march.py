@@ -5,7 +5,8 @@ For n = 1, ..., N the slab Omega x (t_{n-1}, t_n) is a 3D polytopic mesh
 A = diag(a, 0), b = (w, 1) (:mod:`~polydg.spacetime.problem`), assembled by
 :func:`polydg.assembly.assemble`, plus the bottom load of the previous
 slab's solution (:mod:`~polydg.spacetime.trace`), and solved.  The space is
-the total-degree P_p on each element's box K's box x I_n.
+P_p (total degree p in (x, t)) or PQ_p (degree p in t times total degree p
+in x) on each element's box K's box x I_n.
 
 What is reused from slab to slab:
 
@@ -32,6 +33,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ..assembly import Workspace, assemble
+from ..basis import BASES
 from ..errors import OptionError
 from ..mesh.polytopic import PolytopicMesh
 from ..problem import Problem, as_problem
@@ -129,7 +131,7 @@ class _Factorisation:
 
 def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.ndarray,
           time_nodes: Any = None, *, n_slabs: int | None = None, final_time: float | None = None,
-          method: str = "direct", autonomous: bool = False, compute_errors: bool = True,
+          method: str = "direct", space_time_basis: str = "P", autonomous: bool = False, compute_errors: bool = True,
           progress: Callable[[str], None] | None = None, **assemble_options: Any) -> MarchResult:
     """Solve a space-time problem slab by slab; returns a :class:`MarchResult`.
 
@@ -139,8 +141,10 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     problem : a space-time :class:`Problem` (``space_time=True``, with
         ``initial``; see :mod:`polydg.spacetime.problem`), or an object
         :func:`~polydg.problem.as_problem` accepts
-    degree : total degree in (x, t) per element (int or one per spatial element)
+    degree : the degree p per element (int or one per spatial element)
     time_nodes : t_0 < ... < t_N; or ``n_slabs`` and ``final_time`` (from 0)
+    space_time_basis : "P" (total degree p in (x, t), the paper's reduced
+        choice, the default) or "PQ" (degree p in t times total degree p in x)
     method : "direct" (sparse LU, reused while the matrix is unchanged) or
         "iterative" (:func:`polydg.solve.solve` on every slab)
     autonomous : the caller's word that coefficients, f and g_D do not
@@ -154,6 +158,8 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     check_space_time(problem)
     if method not in ("direct", "iterative"):
         raise OptionError(f"unknown solve method {method!r}; choose direct or iterative")
+    if space_time_basis not in BASES:
+        raise OptionError(f"unknown space-time basis {space_time_basis!r}; choose one of {', '.join(BASES)}")
     if time_nodes is None:
         if n_slabs is None or final_time is None:
             raise OptionError("give time_nodes, or n_slabs and final_time")
@@ -186,7 +192,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         if not same_length:
             base, base_t0, base_tau = slab_mesh(space_mesh, t0, t1), t0, tau
         mesh = base if t0 == base_t0 else shifted_slab(base, t0 - base_t0)
-        space = DGSpace(mesh, degree)
+        space = DGSpace(mesh, degree, space_time_basis)
         slab = slab_problem(problem, d, t0, t1)
         t_mesh = time.perf_counter() - start
 

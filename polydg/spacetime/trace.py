@@ -61,7 +61,7 @@ def trace_load(space: DGSpace, rule: TimePlaneRule, t: float, values: np.ndarray
     for p in np.unique(degree):  # one tabulation per degree present
         rows = np.flatnonzero(degree == p)
         e = rule.elements[rows]
-        phi = tabulate(y[rows], mesh.bbox_min[e], mesh.bbox_max[e], int(p))
+        phi = tabulate(y[rows], mesh.bbox_min[e], mesh.bbox_max[e], int(p), space.basis)
         index = space.dof_offsets[e][:, None] + np.arange(phi.shape[1])
         load += np.bincount(index.ravel(), weights=(phi * weighted[rows, None]).ravel(), minlength=space.n_dofs)
     return load
