@@ -1,5 +1,6 @@
 """Space-time dG on slabs (polydg/spacetime): the slab mesh, exactness, dG in time, convergence, the CLI."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -265,6 +266,10 @@ def test_cli_marches_and_writes_the_slab_keys(tmp_path):
     (("--problem", "paper-2d1", "--time-slabs", 2, "--final-time", -1), "--final-time must be positive"),
     (("--problem", "poisson", "--time-slabs", 2), "is steady"),
     (("--problem", "poisson", "--space-time-basis", "PQ"), "--space-time-basis is for space-time"),
+    (("--problem", "poisson", "--local-steps", 2), "--local-steps is for space-time"),
+    (("--problem", "paper-2d1", "--time-slabs", 2, "--local-steps", 0), "local steps must be >= 1"),
+    (("--problem", "paper-2d1", "--time-slabs", 2, "--local-steps", "3:2"), "expected M1 <= M2"),
+    (("--problem", "paper-2d1", "--time-slabs", 2, "--local-steps", "x"), "expected an integer M"),
     (("--problem", "paper-2d1", "--time-slabs", 2, "--space-time-basis", "Q"), "invalid choice"),
     (("--problem", "NOINIT", "--time-slabs", 2), "has no initial value"),
 ])
@@ -365,3 +370,130 @@ def test_cli_space_time_basis_pq(tmp_path):
     assert r.returncode == 0, r.stderr
     s = json.loads(path.read_text())
     assert s["space_time_basis"] == "PQ" and s["dofs"] == 8 * 6
+
+
+# ---------------------------------------------------------------------------
+# local time steps: m_K steps of element K inside each slab
+
+
+def test_local_step_slab_is_face_matching_and_one_step_is_the_plain_slab(space_mesh):
+    from polydg.spacetime.slab import random_local_steps
+
+    plain, one = slab_mesh(space_mesh, 0.2, 0.7), slab_mesh(space_mesh, 0.2, 0.7, local_steps=1)
+    for name in ("points", "simplices", "element_offsets", "face_vertices", "face_elements", "face_normal"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(plain, name), err_msg=name)
+    steps = random_local_steps(space_mesh.n_elements, 1, 3, seed=0)
+    assert len(np.unique(steps)) == 3
+    slab = slab_mesh(space_mesh, 0.2, 0.7, steps)  # build_polytopic_mesh raises on unmatched interior facets
+    K = np.repeat(np.arange(space_mesh.n_elements), steps)
+    j = np.arange(slab.n_elements) - np.r_[0, np.cumsum(steps)][K]
+    np.testing.assert_allclose(slab.bbox_min[:, 2], 0.2 + 0.5 * j / steps[K], rtol=1e-14)
+    np.testing.assert_allclose(slab.bbox_max[:, 2], 0.2 + 0.5 * (j + 1) / steps[K], rtol=1e-14)
+    np.testing.assert_allclose(slab.measure, space_mesh.measure[K] * 0.5 / steps[K], rtol=1e-12)
+    # the boundary: bottom and top (area 1 each) and the sides (perimeter 4 x 0.5): nothing unmatched inside
+    normal, area = slab.face_normal[slab.boundary_faces], slab.face_measure[slab.boundary_faces]
+    assert area[normal[:, 2] == -1].sum() == pytest.approx(1.0, rel=1e-13)
+    assert area[normal[:, 2] == 1].sum() == pytest.approx(1.0, rel=1e-13)
+    assert area[normal[:, 2] == 0].sum() == pytest.approx(2.0, rel=1e-13)
+    # interior faces: vertical sides, or the time planes between an element's own steps
+    inner = slab.face_normal[: slab.n_interior_faces, 2]
+    assert np.all((inner == 0) | (np.abs(inner) == 1))
+    e1, e2 = slab.face_elements[: slab.n_interior_faces].T
+    timelike = np.abs(inner) == 1
+    assert np.all(K[e1[timelike]] == K[e2[timelike]]) and np.all(np.abs(j[e1[timelike]] - j[e2[timelike]]) == 1)
+    np.testing.assert_allclose(slab.face_measure[: slab.n_interior_faces][timelike].sum(),
+                               (space_mesh.measure * (steps - 1)).sum(), rtol=1e-13)
+
+
+@pytest.mark.parametrize("kind", ["diffusion", "transport"])
+@pytest.mark.parametrize("local_steps", [2, "1:3"])
+def test_polynomials_are_reproduced_with_local_steps(space_mesh, kind, local_steps):
+    from polydg.spacetime.slab import random_local_steps
+
+    if local_steps == "1:3":
+        local_steps = random_local_steps(space_mesh.n_elements, 1, 3, seed=0)
+        degree = np.random.default_rng(3).integers(1, 3, size=space_mesh.n_elements)  # mixed: P_1 solution
+        u, parts = _u1, lambda y: (_grad1(y)[1], _grad1(y)[0], 0.0)
+    else:
+        degree, u = 2, _u2
+        parts = lambda y: (_grad2(y)[1], _grad2(y)[0], 2.0)  # noqa: E731
+    problem = _polynomial_problem(kind, u, parts)
+    result = march(space_mesh, problem, degree, n_slabs=3, final_time=0.6, local_steps=local_steps)
+    assert result.space.mesh.n_elements == int(np.sum(np.broadcast_to(local_steps, space_mesh.n_elements)))
+    assert result.errors["l2"] / _relative_l2_at(space_mesh, u, 0.6, 2) < 1e-9 and result.errors["l2_l2"] < 1e-9
+
+
+def test_one_local_step_gives_the_same_matrices_and_solution(space_mesh):
+    problem = builtin_problem("paper-2d1")
+    plain = march(space_mesh, problem, 1, n_slabs=2, final_time=0.2)
+    one = march(space_mesh, problem, 1, n_slabs=2, final_time=0.2, local_steps=1)
+    A, B = plain.assembly.matrix, one.assembly.matrix
+    np.testing.assert_array_equal(A.indptr, B.indptr)
+    np.testing.assert_array_equal(A.indices, B.indices)
+    np.testing.assert_array_equal(A.data, B.data)
+    np.testing.assert_array_equal(one.solution, plain.solution)
+
+
+def test_two_local_steps_everywhere_are_twice_the_slabs(space_mesh):
+    """The faces between steps carry the upwind jump and no penalty, as the slabs' bottoms do: the same method."""
+    problem = builtin_problem("paper-2d1")
+    local = march(space_mesh, problem, 1, n_slabs=2, final_time=0.2, local_steps=2)
+    slabs = march(space_mesh, problem, 1, n_slabs=4, final_time=0.2)
+    rule = time_plane_rule(space_mesh, 4)
+    last = dataclasses.replace(rule, elements=2 * rule.elements + 1)
+    np.testing.assert_allclose(trace_values(local.space, local.solution, last, 0.2),
+                               trace_values(slabs.space, slabs.solution, rule, 0.2), rtol=1e-11, atol=1e-13)
+    assert local.errors["l2"] == pytest.approx(slabs.errors["l2"], rel=1e-10)
+
+
+def test_local_steps_are_backward_euler_steps_of_each_element(space_mesh):
+    """a = 0, w = 0, degree 0: element K does m_K backward Euler steps of length tau / m_K per slab."""
+    from polydg.spacetime.slab import random_local_steps
+
+    c, nodes = 2.0, np.array([0.0, 0.3, 1.0])
+    steps = random_local_steps(space_mesh.n_elements, 1, 4, seed=2)
+    result = march(space_mesh, Problem("ode", reaction=c, space_time=True, initial=1.0), 0, nodes, local_steps=steps)
+    last = np.r_[0, np.cumsum(steps)][1:] - 1
+    rule = time_plane_rule(space_mesh, 0)
+    values = trace_values(result.space, result.solution, dataclasses.replace(rule, elements=last[rule.elements]), 1.0)
+    expected = np.prod([(1.0 / (1.0 + c * tau / steps)) ** steps for tau in np.diff(nodes)], axis=0)
+    np.testing.assert_allclose(values, expected[rule.elements], rtol=1e-12)
+    assert result.space.mesh.n_elements == last[-1] + 1
+
+
+def test_faces_between_local_steps_carry_no_penalty(space_mesh):
+    """(K, 0) and (K, 1) meet only on a time plane: their coupling is the upwind jump whatever the diffusion."""
+    from polydg.assembly import assemble
+    from polydg.space import DGSpace
+
+    slab = slab_mesh(space_mesh, 0.0, 0.1, local_steps=2)
+    space = DGSpace(slab, 1)
+    scale = (np.abs(slab.face_normal[:, 2]) != 1).astype(float)
+    A = {a: assemble(space, slab_problem(Problem("d", diffusion=a, reaction=1.0, space_time=True, initial=0.0),
+                                         2, 0.0, 0.1), face_penalty_scale=scale).matrix.toarray() for a in (0.0, 1.0)}
+    early, late = space.dof_offsets[0] + np.arange(4), space.dof_offsets[1] + np.arange(4)  # (K0, 0), (K0, 1)
+    # the later step's rows see the earlier step's trace (upwind); the earlier step's rows see nothing
+    np.testing.assert_array_equal(A[1.0][np.ix_(early, late)], 0.0)
+    assert np.abs(A[0.0][np.ix_(late, early)]).max() > 0.1
+    np.testing.assert_allclose(A[1.0][np.ix_(late, early)], A[0.0][np.ix_(late, early)], atol=1e-12)
+    unscaled = assemble(space, slab_problem(Problem("d", diffusion=1.0, reaction=1.0, space_time=True, initial=0.0),
+                                            2, 0.0, 0.1)).matrix.toarray()
+    assert np.abs(unscaled[np.ix_(early, late)]).max() > 1.0  # without the scale: a penalty there
+
+
+def test_march_refuses_bad_local_steps(space_mesh):
+    problem = builtin_problem("paper-2d1")
+    with pytest.raises(OptionError, match="local steps must be >= 1, got 0 on element 0"):
+        march(space_mesh, problem, 1, n_slabs=1, final_time=0.1, local_steps=0)
+    with pytest.raises(OptionError, match="one number per element"):
+        march(space_mesh, problem, 1, n_slabs=1, final_time=0.1, local_steps=[1, 2])
+
+
+def test_cli_local_steps(tmp_path):
+    path = tmp_path / "run.json"
+    r = cli("--problem", "paper-2d1", "--time-slabs", 2, "--final-time", 0.2, "--mesh", "square:4",
+            "--agglomerate", 8, "--degree", 1, "--local-steps", "1:3", "--seed", 1, "--json", path, "--quiet")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(path.read_text())
+    assert 1 <= s["local_steps"]["min"] < s["local_steps"]["max"] <= 3
+    assert s["elements"] == s["local_steps"]["elements_per_slab"] > 8 and s["errors"]["l2"] < 0.2  # plain: 0.12

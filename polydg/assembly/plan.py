@@ -68,8 +68,11 @@ class AssemblyPlan:
 
 
 def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penalty_kind: str,
-                  quadrature_extra: int, memory_budget_mb: float, elements: np.ndarray, timer: Timer) -> AssemblyPlan:
-    """The plan of one assembly; the pattern's time goes to ``indices``, the penalty's to ``penalty``."""
+                  quadrature_extra: int, memory_budget_mb: float, elements: np.ndarray, timer: Timer,
+                  face_penalty_scale: np.ndarray | None = None) -> AssemblyPlan:
+    """The plan of one assembly; the pattern's time goes to ``indices``, the penalty's to ``penalty``.
+
+    ``face_penalty_scale`` (n_faces,), when given, multiplies each face's penalty."""
     mesh = space.mesh
     d, n_el = mesh.dim, mesh.n_elements
     degree = space.degree
@@ -88,6 +91,8 @@ def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penal
     adj_interface[pattern.interface_entry[:, 1]] = np.arange(mesh.n_interfaces)
     a_bound = diffusion_bound(mesh, problem, rule_degree, quadrature_extra)
     sigma64 = face_penalty(mesh, degree, a_bound, C_sigma=penalty, kind=penalty_kind)
+    if face_penalty_scale is not None:
+        sigma64 = sigma64 * face_penalty_scale
     timer.add("penalty", t)
 
     n_int = mesh.n_interior_faces

@@ -24,6 +24,7 @@ What is reused from slab to slab:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -40,7 +41,7 @@ from ..problem import Problem, as_problem
 from ..solve import SolverError, errors, solve
 from ..space import DGSpace
 from .problem import check_space_time, initial_values, slab_problem
-from .slab import shifted_slab, slab_mesh
+from .slab import check_local_steps, shifted_slab, slab_mesh, step_offsets
 from .trace import l2_error_at, time_plane_rule, trace_load, trace_values
 
 #: relative change of the matrix values below which a factorisation is reused
@@ -131,7 +132,8 @@ class _Factorisation:
 
 def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.ndarray,
           time_nodes: Any = None, *, n_slabs: int | None = None, final_time: float | None = None,
-          method: str = "direct", space_time_basis: str = "P", autonomous: bool = False, compute_errors: bool = True,
+          method: str = "direct", space_time_basis: str = "P", local_steps: int | np.ndarray | None = None,
+          autonomous: bool = False, compute_errors: bool = True,
           progress: Callable[[str], None] | None = None, **assemble_options: Any) -> MarchResult:
     """Solve a space-time problem slab by slab; returns a :class:`MarchResult`.
 
@@ -145,6 +147,12 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     time_nodes : t_0 < ... < t_N; or ``n_slabs`` and ``final_time`` (from 0)
     space_time_basis : "P" (total degree p in (x, t), the paper's reduced
         choice, the default) or "PQ" (degree p in t times total degree p in x)
+    local_steps : m_K equal time steps of element K inside every slab (an
+        int for all, or one per spatial element; default one): the slab's
+        elements are K x I_{n,j} (:func:`~polydg.spacetime.slab.slab_mesh`),
+        the faces between an element's steps carry the upwind time jump
+        (their penalty is 0), and the next slab starts from each element's
+        last step.  ``MarchResult.space`` is then over those elements
     method : "direct" (sparse LU, reused while the matrix is unchanged) or
         "iterative" (:func:`polydg.solve.solve` on every slab)
     autonomous : the caller's word that coefficients, f and g_D do not
@@ -168,7 +176,15 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     d = space_mesh.dim
     pmax = int(np.max(degree))
     extra = int(assemble_options.get("quadrature_extra", 0)) + TRACE_EXTRA
+    steps = check_local_steps(local_steps, space_mesh.n_elements)
+    offsets = step_offsets(steps, space_mesh.n_elements)
+    if steps is not None and np.ndim(degree) != 0:  # one degree per spatial element: the same on its steps
+        degree = np.repeat(np.asarray(degree), steps)
     rule = time_plane_rule(space_mesh, 2 * pmax + extra)
+    # the bottom of slab n is the first step of each element, the top of slab n - 1 its last
+    bottom_rule = dataclasses.replace(rule, elements=offsets[:-1][rule.elements])
+    top_rule = dataclasses.replace(rule, elements=offsets[1:][rule.elements] - 1)
+    penalty_scale = None  # the faces between an element's steps: no normal diffusion, so no penalty
     factorisation = _Factorisation()
     workspace = Workspace()
     with_errors = compute_errors and problem.exact is not None
@@ -190,7 +206,9 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         start = time.perf_counter()
         same_length = base is not None and abs(tau - base_tau) <= 1e-12 * base_tau
         if not same_length:
-            base, base_t0, base_tau = slab_mesh(space_mesh, t0, t1), t0, tau
+            base, base_t0, base_tau = slab_mesh(space_mesh, t0, t1, steps), t0, tau
+            if steps is not None:
+                penalty_scale = (np.abs(base.face_normal[:, -1]) != 1.0).astype(np.float64)
         mesh = base if t0 == base_t0 else shifted_slab(base, t0 - base_t0)
         space = DGSpace(mesh, degree, space_time_basis)
         slab = slab_problem(problem, d, t0, t1)
@@ -201,7 +219,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
             stage = {"total_assembly": 0.0}
             reused_assemblies += 1
         else:
-            result = assemble(space, slab, workspace=workspace, **assemble_options)
+            result = assemble(space, slab, workspace=workspace, face_penalty_scale=penalty_scale, **assemble_options)
             stage = dict(result.info["timings"])
             assembled = result
         matrix, rhs = result.matrix, result.rhs
@@ -210,8 +228,8 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         if previous is None:
             bottom = initial_values(problem, rule.x)
         else:
-            bottom = trace_values(previous[0], previous[1], rule, t0)
-        load = rhs + trace_load(space, rule, t0, bottom)
+            bottom = trace_values(previous[0], previous[1], top_rule, t0)
+        load = rhs + trace_load(space, bottom_rule, t0, bottom)
         stage["trace"] = time.perf_counter() - t
 
         if method == "direct":
@@ -236,8 +254,11 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     space, u, t_final = previous
     result_errors = None
     if with_errors:
-        result_errors = {"l2": l2_error_at(space, u, rule, t_final, problem.exact), "l2_l2": float(np.sqrt(l2_l2))}
+        result_errors = {"l2": l2_error_at(space, u, top_rule, t_final, problem.exact),
+                         "l2_l2": float(np.sqrt(l2_l2))}
     info = {"slabs": len(nodes) - 1, "dofs_per_slab": space.n_dofs, "nnz_per_slab": int(matrix.nnz),
+            "local_steps": None if steps is None else {"min": int(steps.min()), "max": int(steps.max()),
+                                                       "elements_per_slab": int(offsets[-1])},
             "factorisations": factorisation.count, "reused_assemblies": reused_assemblies,
             "solver": {k: v for k, v in solve_info.items() if isinstance(v, (int, float, str, bool))}}
     return MarchResult(u, space, nodes, timings, result_errors, info, result)
