@@ -497,3 +497,93 @@ def test_cli_local_steps(tmp_path):
     s = json.loads(path.read_text())
     assert 1 <= s["local_steps"]["min"] < s["local_steps"]["max"] <= 3
     assert s["elements"] == s["local_steps"]["elements_per_slab"] > 8 and s["errors"]["l2"] < 0.2  # plain: 0.12
+
+
+# ---------------------------------------------------------------------------
+# a slab is the steady 3D problem A = diag(a, 0), b = (w, 1) on the prisms; the reductions agree on it
+
+
+def _slab_space(space_mesh, basis, local_steps, tau=0.25):
+    from polydg.space import DGSpace
+    from polydg.spacetime.slab import random_local_steps
+
+    steps = None if local_steps is None else random_local_steps(space_mesh.n_elements, 1, 3, seed=4)
+    degree = np.random.default_rng(6).integers(1, 3, size=space_mesh.n_elements)
+    slab = slab_mesh(space_mesh, 0.0, tau, steps)
+    scale = None if steps is None else (np.abs(slab.face_normal[:, 2]) != 1).astype(float)
+    return DGSpace(slab, degree if steps is None else np.repeat(degree, steps), basis), degree, steps, scale
+
+
+def _variable_problem(u, parts):
+    """u_t - div(a grad u) + w . grad u + c u = f with a = 1 + x (so div(a grad u) = a Lap u + d_x u)."""
+    w = np.array([0.3, -0.2])
+    a = lambda y: 1.0 + y[:, 0]  # noqa: E731
+
+    def source(y):
+        ut, gx, lap = parts(y)
+        return ut - (a(y) * lap + gx[:, 0]) + gx @ w + 2.0 * u(y)
+
+    return a, w, source
+
+
+@pytest.mark.parametrize("basis, local_steps", [("P", None), ("PQ", "1:3")])
+def test_a_slab_is_the_steady_3d_problem_on_its_prisms(space_mesh, basis, local_steps):
+    from polydg.assembly import assemble
+    from polydg.solve import solve
+
+    # a solution in the space: PQ_1 for PQ, P_1 for P (the degrees are 1 and 2)
+    u, parts = (_pq1, _pq1_parts) if basis == "PQ" else (_u1, lambda y: (_grad1(y)[1], _grad1(y)[0], 0.0))
+    a, w, source = _variable_problem(u, parts)
+    space, degree, steps, scale = _slab_space(space_mesh, basis, local_steps)
+
+    def A3(y):  # diag(a, a, 0)
+        out = np.zeros((len(y), 3, 3))
+        out[:, 0, 0] = out[:, 1, 1] = a(y)
+        return out
+
+    steady = Problem("steady-3d", diffusion=A3, advection=np.append(w, 1.0), reaction=2.0, source=source,
+                     dirichlet=u, exact=u, dim=3)  # g_D = u on the bottom: the inflow value u_0
+    ref = assemble(space, steady, face_penalty_scale=scale)
+    st = Problem("st", diffusion=a, advection=w, reaction=2.0, source=source, dirichlet=u, exact=u, space_time=True,
+                 initial=lambda x: u(at_time(x, 0.0)))
+    result = march(space_mesh, st, degree, [0.0, 0.25], space_time_basis=basis, local_steps=steps)
+    A, B = result.assembly.matrix, ref.matrix
+    np.testing.assert_array_equal(A.indices, B.indices)
+    np.testing.assert_allclose(A.data, B.data, rtol=0, atol=1e-14 * np.abs(B.data).max())
+    x, _ = solve(B, ref.rhs)  # the bottom's inflow term in the steady load, the trace load in the march
+    np.testing.assert_allclose(result.solution, x, rtol=0, atol=1e-11 * np.abs(x).max())
+    assert result.errors["l2"] < 1e-10
+
+
+@pytest.mark.parametrize("basis, local_steps", [("P", None), ("PQ", "1:3")])
+def test_the_three_reductions_agree_on_a_slab(space_mesh, basis, local_steps):
+    from polydg.assembly import assemble
+
+    a, w, source = _variable_problem(_pq1, _pq1_parts)
+    space, _, _, scale = _slab_space(space_mesh, basis, local_steps)
+    problem = slab_problem(Problem("st", diffusion=a, advection=w, reaction=2.0, source=source, dirichlet=_pq1,
+                                   space_time=True, initial=0.0), 2, 0.0, 0.25)
+    results = {r: assemble(space, problem, approach=r, face_penalty_scale=scale) for r in ("2", "atomic", "1")}
+    ref = results["2"].matrix
+    for r in ("atomic", "1"):
+        assert abs(results[r].matrix - ref).max() <= 1e-13 * np.abs(ref).max(), r
+        np.testing.assert_allclose(results[r].rhs, results["2"].rhs, rtol=0,
+                                   atol=1e-13 * np.abs(results["2"].rhs).max())
+    # the default is bitwise the same whatever the chunks
+    small = assemble(space, problem, memory_budget_mb=0.02, face_penalty_scale=scale)
+    assert small.info["chunks"] > 1
+    np.testing.assert_array_equal(small.matrix.data, ref.data)
+    np.testing.assert_array_equal(small.rhs, results["2"].rhs)
+
+
+def test_diffusion_dominated_with_pq_and_local_steps(space_mesh):
+    """a = 1, a small wind and c = 1, PQ_2, random local steps: exact over several slabs."""
+    from polydg.spacetime.slab import random_local_steps
+
+    w = np.array([0.01, -0.02])
+    problem = Problem("dd", diffusion=1.0, advection=w, reaction=1.0, dirichlet=_pq2, exact=_pq2, space_time=True,
+                      source=lambda y: _pq2_parts(y)[0] - _pq2_parts(y)[2] + _pq2_parts(y)[1] @ w + _pq2(y),
+                      initial=lambda x: _pq2(at_time(x, 0.0)))
+    steps = random_local_steps(space_mesh.n_elements, 1, 3, seed=0)
+    result = march(space_mesh, problem, 2, n_slabs=3, final_time=0.6, space_time_basis="PQ", local_steps=steps)
+    assert result.errors["l2"] / _relative_l2_at(space_mesh, _pq2, 0.6, 2) < 1e-9 and result.errors["l2_l2"] < 1e-9
