@@ -587,3 +587,25 @@ def test_diffusion_dominated_with_pq_and_local_steps(space_mesh):
     steps = random_local_steps(space_mesh.n_elements, 1, 3, seed=0)
     result = march(space_mesh, problem, 2, n_slabs=3, final_time=0.6, space_time_basis="PQ", local_steps=steps)
     assert result.errors["l2"] / _relative_l2_at(space_mesh, _pq2, 0.6, 2) < 1e-9 and result.errors["l2_l2"] < 1e-9
+
+
+# ---------------------------------------------------------------------------
+# what a march reuses from slab to slab
+
+
+@pytest.mark.parametrize("local_steps", [None, 2])
+def test_a_march_assembles_once_when_nothing_depends_on_t(space_mesh, local_steps):
+    constant = Problem("c", diffusion=0.5, advection=[1.0, 0.5], reaction=1.0, source=2.0, dirichlet=1.0,
+                       space_time=True, initial=lambda x: x[:, 0])
+    reused = march(space_mesh, constant, 1, n_slabs=4, final_time=0.4, local_steps=local_steps)
+    assert reused.info["autonomous"] and reused.info["reused_assemblies"] == 3 and reused.info["factorisations"] == 1
+    assert all(t["total_assembly"] == 0.0 for t in reused.timings[1:])
+    again = march(space_mesh, constant, 1, n_slabs=4, final_time=0.4, local_steps=local_steps, autonomous=False)
+    assert again.info["reused_assemblies"] == 0 and again.info["factorisations"] == 1  # the LU is kept all the same
+    np.testing.assert_allclose(reused.solution, again.solution, rtol=1e-12, atol=1e-12)
+    # a source depending on t: the same matrix (one LU), a new load per slab
+    varying = dataclasses.replace(constant, source=lambda y: 2.0 + y[:, 2])
+    moving = march(space_mesh, varying, 1, n_slabs=4, final_time=0.4, local_steps=local_steps)
+    assert not moving.info["autonomous"] and moving.info["reused_assemblies"] == 0
+    assert moving.info["factorisations"] == 1
+    assert np.abs(moving.solution - reused.solution).max() > 1e-3

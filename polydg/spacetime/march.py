@@ -17,9 +17,19 @@ What is reused from slab to slab:
   time); otherwise the new matrix is compared with the factorised one
   (same pattern, values equal to 1e-13 relative), which catches callables
   that do not depend on t;
-* the whole assembly, with ``autonomous=True``: the caller states that
-  coefficients, f and g_D do not depend on t, and slabs of equal length
-  then reuse the matrix and load; only the bottom load is new.
+* the whole assembly (matrix and load) when nothing in it depends on t:
+  slabs of equal length then differ only by a shift in time, so the slab
+  is assembled once and each later slab computes only its bottom load
+  (the previous slab's trace) and solves, with the kept factorisation.
+  That is known when every coefficient and datum (A, b, c, f, g_D, g_N and
+  the Neumann mask) is a constant, and stated by the caller with
+  ``autonomous=True`` for callables free of t; ``autonomous=False`` asks
+  for an assembly per slab.  ``info["reused_assemblies"]`` counts the
+  slabs that reused it.
+
+When only f, g_D or g_N depend on t the matrix is still the same: each slab
+is assembled again (the load needs the kernels' pass over the points) and
+the factorisation is kept.
 """
 
 from __future__ import annotations
@@ -133,7 +143,7 @@ class _Factorisation:
 def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.ndarray,
           time_nodes: Any = None, *, n_slabs: int | None = None, final_time: float | None = None,
           method: str = "direct", space_time_basis: str = "P", local_steps: int | np.ndarray | None = None,
-          autonomous: bool = False, compute_errors: bool = True,
+          autonomous: bool | None = None, compute_errors: bool = True,
           progress: Callable[[str], None] | None = None, **assemble_options: Any) -> MarchResult:
     """Solve a space-time problem slab by slab; returns a :class:`MarchResult`.
 
@@ -155,8 +165,10 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         last step.  ``MarchResult.space`` is then over those elements
     method : "direct" (sparse LU, reused while the matrix is unchanged) or
         "iterative" (:func:`polydg.solve.solve` on every slab)
-    autonomous : the caller's word that coefficients, f and g_D do not
-        depend on t: equal-length slabs reuse the assembled matrix and load
+    autonomous : whether coefficients and data are free of t, so that
+        equal-length slabs reuse the assembled matrix and load: None (the
+        default) when every one is a constant, True on the caller's word
+        (callables free of t), False never
     compute_errors : L2 at t_N and L2(0, T; L2) when the problem has ``exact``
     progress : called with one line per slab
     assemble_options : passed to :func:`polydg.assembly.assemble` (penalty,
@@ -191,6 +203,9 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     # the slab matrix depends on t only through these: constants make equal-length slabs' matrices equal
     constant_coefficients = not any(callable(getattr(problem, k)) for k in
                                     ("diffusion", "advection", "reaction", "is_neumann"))
+    if autonomous is None:  # and the load too: nothing of the slab problem depends on t
+        autonomous = constant_coefficients and not any(callable(getattr(problem, k)) for k in
+                                                       ("source", "dirichlet", "neumann"))
 
     base: PolytopicMesh | None = None  # the slab mesh of the current slab length, at base_t0
     base_t0 = base_tau = 0.0
@@ -260,6 +275,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
             "local_steps": None if steps is None else {"min": int(steps.min()), "max": int(steps.max()),
                                                        "elements_per_slab": int(offsets[-1])},
             "factorisations": factorisation.count, "reused_assemblies": reused_assemblies,
+            "autonomous": bool(autonomous),
             "solver": {k: v for k, v in solve_info.items() if isinstance(v, (int, float, str, bool))}}
     return MarchResult(u, space, nodes, timings, result_errors, info, result)
 
