@@ -84,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--time-slabs", type=int, metavar="N",
                    help="march a space-time problem (e.g. paper-2d1) over N equal time slabs")
     t.add_argument("--final-time", type=float, metavar="T", help="end of the time interval (0, T) (default 1)")
+    t.add_argument("--space-time-basis", choices=("P", "PQ"), metavar="P|PQ",
+                   help="P: total degree p in (x, t) (default); PQ: degree p in t times total degree p in x")
+    t.add_argument("--local-steps", metavar="M|M1:M2",
+                   help="M time steps per element inside each slab, or random in [M1, M2] per element (--seed)")
     o = p.add_argument_group("solve and output")
     o.add_argument("--solve", nargs="?", const="direct", choices=("direct", "iterative"),
                    help="solve with SciPy (default direct; the default run solves)")

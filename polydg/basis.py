@@ -46,8 +46,14 @@ from .errors import OptionError
 from .threads import parallel_range, range_kernel
 
 __all__ = [
+    "BASES",
     "multi_indices",
     "n_basis",
+    "pq_multi_indices",
+    "n_basis_pq",
+    "basis_indices",
+    "basis_size",
+    "total_degree",
     "eval_basis_point",
     "eval_basis_point_inline",
     "tabulate",
@@ -94,6 +100,75 @@ def multi_indices(p: int, d: int) -> np.ndarray:
     assert out.shape[0] == n_basis(p, d)
     out.setflags(write=False)
     return out
+
+
+# --------------------------------------------------------------------------
+# the space-time index set PQ_p: degree p in t (the last variable) times total degree p in x
+
+#: the index sets a space can use: "P" (total degree p, the default) and
+#: "PQ" (degree p in the last variable, time, times total degree p in the others)
+BASES = ("P", "PQ")
+
+
+def n_basis_pq(p: int, d: int) -> int:
+    """Number of polynomials of degree <= p in the last variable times total degree <= p in the
+    other d - 1: C(p + d - 1, d - 1) (p + 1)."""
+    if p < 0 or d < 1:
+        raise OptionError(f"need p >= 0 and d >= 1, got p={p}, d={d}")
+    return math.comb(int(p) + int(d) - 1, int(d) - 1) * (int(p) + 1)
+
+
+@lru_cache(maxsize=None)
+def pq_multi_indices(p: int, d: int) -> np.ndarray:
+    """Multi-indices of PQ_p in d variables, time last: |alpha_x| <= p and alpha_t <= p.
+
+    Ordered by the PQ level max(|alpha_x|, alpha_t), then by total degree,
+    then descending lexicographically, so that ``pq_multi_indices(p, d)`` is
+    a prefix of ``pq_multi_indices(p + 1, d)`` (hierarchical, as the kernels
+    and the moment tables need: one table serves every degree <= p) and
+    P_1 is a prefix of PQ_1 (the solvers' coarse modes).  The last row is
+    (0, ..., 0, p, p): its largest entry is p, the largest 1D degree.
+    Cached; the returned array is read-only.
+
+    >>> pq_multi_indices(1, 2).tolist()
+    [[0, 0], [1, 0], [0, 1], [1, 1]]
+    """
+    p, d = int(p), int(d)
+    if p < 0 or d < 1:
+        raise OptionError(f"need p >= 0 and d >= 1, got p={p}, d={d}")
+    box = multi_indices(2 * p, d)  # total degree <= 2p holds PQ_p; its order is the tie-break
+    spatial, time = box[:, :-1].sum(axis=1), box[:, -1]
+    level = np.maximum(spatial, time)
+    keep = np.flatnonzero(level <= p)
+    # stable sort by (level, total degree): within both, the order of multi_indices (descending lexicographic)
+    order = keep[np.lexsort((box[keep].sum(axis=1), level[keep]))]
+    out = np.ascontiguousarray(box[order])
+    assert out.shape[0] == n_basis_pq(p, d)
+    out.setflags(write=False)
+    return out
+
+
+def basis_indices(p: int, d: int, basis: str = "P") -> np.ndarray:
+    """The multi-index table of ``basis`` ("P" or "PQ") of degree p in d variables (hierarchical)."""
+    return multi_indices(p, d) if basis == "P" else pq_multi_indices(p, d) if basis == "PQ" else _bad_basis(basis)
+
+
+def basis_size(p: int, d: int, basis: str = "P") -> int:
+    """Number of basis functions of ``basis`` of degree p in d variables."""
+    return n_basis(p, d) if basis == "P" else n_basis_pq(p, d) if basis == "PQ" else _bad_basis(basis)
+
+
+def total_degree(p, basis: str = "P"):
+    """The total degree of the functions of ``basis`` of degree p (int or array): p for P, 2p for PQ.
+
+    Quadrature exactness is set from it (products of two basis functions
+    reach twice this degree).
+    """
+    return p if basis == "P" else 2 * p if basis == "PQ" else _bad_basis(basis)
+
+
+def _bad_basis(basis: object):
+    raise OptionError(f"unknown basis {basis!r}; choose one of {', '.join(BASES)}")
 
 
 # --------------------------------------------------------------------------
@@ -357,13 +432,13 @@ def _prepare(points, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return points, lo, hi
 
 
-def _run(points, lo, hi, p: int, want_grad: bool):
+def _run(points, lo, hi, p: int, want_grad: bool, basis: str = "P"):
     p = int(p)
     points, lo, hi = _prepare(points, lo, hi)
     if p < 0:
         raise OptionError(f"degree must be >= 0, got {p}")
     n, d = points.shape
-    indices = np.ascontiguousarray(multi_indices(p, d))
+    indices = np.ascontiguousarray(basis_indices(p, d, basis))
     nb = indices.shape[0]
     values = np.empty((n, nb), dtype=points.dtype)
     grads = np.empty((n, nb, d) if want_grad else (0, nb, d), dtype=points.dtype)
@@ -372,24 +447,25 @@ def _run(points, lo, hi, p: int, want_grad: bool):
     return values, (grads if want_grad else None)
 
 
-def tabulate(points: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: int) -> np.ndarray:
-    """Basis values phi_alpha(x_i), shape (n, n_basis(p, d)).
+def tabulate(points: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: int, basis: str = "P") -> np.ndarray:
+    """Basis values phi_alpha(x_i), shape (n, basis_size(p, d, basis)).
 
     points : (n, d); lo, hi : (d,) (one box for all points) or (n, d) (a box
     per point).  Computed in float32 if all inputs are float32, else float64.
-    Columns follow :func:`multi_indices` order.
+    Columns follow :func:`basis_indices` order (:func:`multi_indices` for P).
     """
-    return _run(points, lo, hi, p, False)[0]
+    return _run(points, lo, hi, p, False, basis)[0]
 
 
-def tabulate_gradients(points: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: int) -> np.ndarray:
-    """Basis gradients d phi_alpha / d x_k at x_i, shape (n, n_basis(p, d), d)."""
-    return _run(points, lo, hi, p, True)[1]
+def tabulate_gradients(points: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: int, basis: str = "P") -> np.ndarray:
+    """Basis gradients d phi_alpha / d x_k at x_i, shape (n, basis_size(p, d, basis), d)."""
+    return _run(points, lo, hi, p, True, basis)[1]
 
 
-def tabulate_both(points: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:
+def tabulate_both(points: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: int,
+                  basis: str = "P") -> tuple[np.ndarray, np.ndarray]:
     """(values (n, nb), gradients (n, nb, d)) in one pass."""
-    return _run(points, lo, hi, p, True)
+    return _run(points, lo, hi, p, True, basis)
 
 
 def legendre_values(xi: np.ndarray, n: int) -> np.ndarray:

@@ -430,6 +430,23 @@ def _basis() -> tuple[Callable, Callable, Callable]:
     return basis.tabulate, basis.tabulate_gradients, basis.n_basis
 
 
+def _kind(space: Any) -> str:
+    """The space's basis, "P" (total degree) or "PQ" (space-time); spaces without one are P."""
+    return getattr(space, "basis", "P")
+
+
+def _size(space: Any, p: int) -> int:
+    """Basis functions of degree p in the space's basis."""
+    from .basis import basis_size
+
+    return basis_size(int(p), space.mesh.dim, _kind(space))
+
+
+def _total(space: Any, p: int) -> int:
+    """The total degree of the space's degree-p functions (p for P, 2p for PQ): rules follow it."""
+    return 2 * int(p) if _kind(space) == "PQ" else int(p)
+
+
 def _simplex_rule(k: int, q: int) -> tuple[np.ndarray, np.ndarray]:
     """Barycentric points (nq, k+1) and weights (nq,) summing to 1 on the k-simplex."""
     from .quadrature import simplex_rule
@@ -451,13 +468,13 @@ def _values(space: Any, solution: np.ndarray, x: np.ndarray, elements: np.ndarra
             gradients: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """u_h (and grad u_h) at points x (n, d) lying in ``elements`` (n,), with the
     degree-p basis (p >= the degree of every element involved)."""
-    tabulate, tabulate_gradients, n_basis = _basis()
+    tabulate, tabulate_gradients, _ = _basis()
     mesh = space.mesh
-    nb = n_basis(p, mesh.dim)
+    nb = _size(space, p)
     lo, hi = mesh.bbox_min[elements], mesh.bbox_max[elements]
     c = _coefficients(space, solution, elements, nb)
-    value = np.einsum("nb,nb->n", tabulate(x, lo, hi, p), c)
-    grad = np.einsum("nbd,nb->nd", tabulate_gradients(x, lo, hi, p), c) if gradients else None
+    value = np.einsum("nb,nb->n", tabulate(x, lo, hi, p, _kind(space)), c)
+    grad = np.einsum("nbd,nb->nd", tabulate_gradients(x, lo, hi, p, _kind(space)), c) if gradients else None
     return value, grad
 
 
@@ -473,7 +490,6 @@ def evaluate(space: Any, solution: np.ndarray, points: np.ndarray, elements: np.
 
     Returns the values (n,), or ``(values, gradients (n, d))`` with ``gradient=True``.
     """
-    _, _, n_basis = _basis()
     points = np.asarray(points, dtype=np.float64)
     elements = np.asarray(elements, dtype=np.int64)
     solution = np.asarray(solution, dtype=np.float64)
@@ -483,7 +499,7 @@ def evaluate(space: Any, solution: np.ndarray, points: np.ndarray, elements: np.
     degree = space.degree[elements]
     for p in np.unique(degree):
         members = np.flatnonzero(degree == p)
-        per_point = n_basis(int(p), d) * (d + 2)
+        per_point = _size(space, p) * (d + 2)
         for part in _chunks(len(members), per_point, memory_budget_mb):
             rows = members[part]
             v, g = _values(space, solution, points[rows], elements[rows], int(p), gradient)
@@ -499,17 +515,17 @@ def evaluate(space: Any, solution: np.ndarray, points: np.ndarray, elements: np.
 
 def _simplex_batches(space: Any, extra: int, budget_mb: float, factor: int = 2):
     """Yield (simplices, x (k*nq, d), weights (k*nq,), elements (k*nq,), p, nq) per degree
-    and chunk, with the rule of degree ``factor * p + extra`` on sub-simplices of degree p."""
+    and chunk, with the rule of degree ``factor * P + extra`` on sub-simplices of degree p, P the
+    total degree of their functions (p; 2p for PQ)."""
     mesh = space.mesh
-    _, _, n_basis = _basis()
     d = mesh.dim
     simplex_degree = space.degree[mesh.simplex_element]
     for p in np.unique(simplex_degree):
         p = int(p)
-        lam, w = _simplex_rule(d, factor * p + extra)
+        lam, w = _simplex_rule(d, factor * _total(space, p) + extra)
         nq = len(w)
         members = np.flatnonzero(simplex_degree == p)
-        for part in _chunks(len(members), nq * n_basis(p, d) * (d + 2), budget_mb):
+        for part in _chunks(len(members), nq * _size(space, p) * (d + 2), budget_mb):
             s = members[part]
             x = np.einsum("qj,kjd->kqd", lam, mesh.points[mesh.simplices[s]]).reshape(-1, d)
             weight = (mesh.simplex_volume[s][:, None] * w[None, :]).ravel()
@@ -520,16 +536,15 @@ def _face_batches(space: Any, faces: np.ndarray, extra: int, budget_mb: float):
     """Yield (faces, x, weights, P, nq) over the given faces, grouped by the
     larger degree P of the adjacent elements."""
     mesh = space.mesh
-    _, _, n_basis = _basis()
     d = mesh.dim
     fe = mesh.face_elements[faces]
     P = np.maximum(space.degree[fe[:, 0]], np.where(fe[:, 1] >= 0, space.degree[np.maximum(fe[:, 1], 0)], 0))
     for p in np.unique(P):
         p = int(p)
-        lam, w = _simplex_rule(d - 1, 2 * p + extra)
+        lam, w = _simplex_rule(d - 1, 2 * _total(space, p) + extra)
         nq = len(w)
         members = faces[P == p]
-        for part in _chunks(len(members), nq * n_basis(p, d) * 4, budget_mb):
+        for part in _chunks(len(members), nq * _size(space, p) * 4, budget_mb):
             f = members[part]
             x = np.einsum("qj,kjd->kqd", lam, mesh.points[mesh.face_vertices[f]]).reshape(-1, d)
             weight = (mesh.face_measure[f][:, None] * w[None, :]).ravel()

@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from .basis import n_basis
+from .basis import BASES, basis_indices, basis_size, total_degree
 from .errors import OptionError
 from .mesh.polytopic import PolytopicMesh
 
 
 class DGSpace:
-    """Discontinuous piecewise polynomials of total degree ``degree[e]`` on element e.
+    """Discontinuous piecewise polynomials of degree ``degree[e]`` on element e.
 
     Dofs are numbered element by element: element e owns the contiguous range
-    ``dof_offsets[e]:dof_offsets[e+1]`` of ``n_basis(degree[e], d)`` dofs, in
-    the hierarchical order of :func:`polydg.basis.multi_indices`.
+    ``dof_offsets[e]:dof_offsets[e+1]`` of ``basis_size(degree[e], d, basis)``
+    dofs, in the hierarchical order of :func:`polydg.basis.basis_indices`.
 
     Parameters
     ----------
     mesh : PolytopicMesh
     degree : int or (n_elements,) array of int
         Uniform degree, or one degree per element (hp).
+    basis : "P" (total degree p, the default) or "PQ" (degree p in the
+        last coordinate, time on a space-time slab, times total degree p
+        in the others); see :func:`polydg.basis.pq_multi_indices`.
 
     >>> from polydg.mesh import unit_square, build_polytopic_mesh
     >>> space = DGSpace(build_polytopic_mesh(unit_square(2)), 2)
@@ -28,8 +31,11 @@ class DGSpace:
     48
     """
 
-    def __init__(self, mesh: PolytopicMesh, degree: int | np.ndarray) -> None:
+    def __init__(self, mesh: PolytopicMesh, degree: int | np.ndarray, basis: str = "P") -> None:
+        if basis not in BASES:
+            raise OptionError(f"unknown basis {basis!r}; choose one of {', '.join(BASES)}")
         self.mesh = mesh
+        self.basis = basis
         deg = np.asarray(degree)
         if deg.ndim == 0:
             deg = np.full(mesh.n_elements, int(deg), dtype=np.int64)
@@ -46,7 +52,7 @@ class DGSpace:
             raise OptionError(f"polynomial degree must be >= 0, got {int(deg[e])} on element {e}")
         self.degree = deg
         d = mesh.dim
-        table = np.array([n_basis(p, d) for p in range(int(deg.max()) + 1)], dtype=np.int64)
+        table = np.array([basis_size(p, d, basis) for p in range(int(deg.max()) + 1)], dtype=np.int64)
         self.element_dofs = table[deg]
         self.dof_offsets = np.zeros(mesh.n_elements + 1, dtype=np.int64)
         np.cumsum(self.element_dofs, out=self.dof_offsets[1:])
@@ -54,6 +60,16 @@ class DGSpace:
     @property
     def dim(self) -> int:
         return self.mesh.dim
+
+    @property
+    def total_degree(self) -> np.ndarray:
+        """(n_elements,) the total degree of each element's functions (``degree`` for P, twice it for PQ):
+        the quadrature rules' exactness follows it."""
+        return total_degree(self.degree, self.basis)
+
+    def indices(self, p: int | None = None) -> np.ndarray:
+        """The multi-index table of degree ``p`` (default the largest degree): the kernels' ``table``."""
+        return basis_indices(self.max_degree if p is None else int(p), self.dim, self.basis)
 
     @property
     def n_dofs(self) -> int:
@@ -69,6 +85,7 @@ class DGSpace:
 
     def __repr__(self) -> str:
         return (
-            f"DGSpace({self.mesh.n_elements} elements, degree {self.min_degree}..{self.max_degree}, "
+            f"DGSpace({self.mesh.n_elements} elements, {'PQ ' if self.basis == 'PQ' else ''}degree "
+            f"{self.min_degree}..{self.max_degree}, "
             f"{self.n_dofs} dofs)"
         )

@@ -1,5 +1,6 @@
 """Space-time dG on slabs (polydg/spacetime): the slab mesh, exactness, dG in time, convergence, the CLI."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -264,6 +265,12 @@ def test_cli_marches_and_writes_the_slab_keys(tmp_path):
     (("--problem", "paper-2d1", "--time-slabs", 0), "--time-slabs must be a positive integer"),
     (("--problem", "paper-2d1", "--time-slabs", 2, "--final-time", -1), "--final-time must be positive"),
     (("--problem", "poisson", "--time-slabs", 2), "is steady"),
+    (("--problem", "poisson", "--space-time-basis", "PQ"), "--space-time-basis is for space-time"),
+    (("--problem", "poisson", "--local-steps", 2), "--local-steps is for space-time"),
+    (("--problem", "paper-2d1", "--time-slabs", 2, "--local-steps", 0), "local steps must be >= 1"),
+    (("--problem", "paper-2d1", "--time-slabs", 2, "--local-steps", "3:2"), "expected M1 <= M2"),
+    (("--problem", "paper-2d1", "--time-slabs", 2, "--local-steps", "x"), "expected an integer M"),
+    (("--problem", "paper-2d1", "--time-slabs", 2, "--space-time-basis", "Q"), "invalid choice"),
     (("--problem", "NOINIT", "--time-slabs", 2), "has no initial value"),
 ])
 def test_cli_bad_space_time_input_is_one_line_and_exit_2(tmp_path, args, message):
@@ -274,3 +281,331 @@ def test_cli_bad_space_time_input_is_one_line_and_exit_2(tmp_path, args, message
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("polydg.assemble: error:")
+
+
+# ---------------------------------------------------------------------------
+# PQ_p: degree p in t times total degree p in x
+
+
+def _pq2(y):  # in PQ_2 (x^2 t^2, x z t^2), not in P_2
+    x, z, t = y.T
+    return 1.0 + x - 0.5 * z + 0.3 * t + x * x * t * t - x * z * t + 0.7 * z * t * t + x * z * t * t
+
+
+def _pq2_parts(y):  # (u_t, grad_x u, Laplace_x u)
+    x, z, t = y.T
+    ut = 0.3 + 2.0 * x * x * t - x * z + 1.4 * z * t + 2.0 * x * z * t
+    gx = np.column_stack([1.0 + 2.0 * x * t * t - z * t + z * t * t, -0.5 - x * t + 0.7 * t * t + x * t * t])
+    return ut, gx, 2.0 * t * t
+
+
+def _pq1(y):  # in PQ_1 (x t, z t), not in P_1
+    x, z, t = y.T
+    return 1.0 + x - 2.0 * z + 3.0 * t + 2.0 * x * t - z * t
+
+
+def _pq1_parts(y):
+    x, z, t = y.T
+    return 3.0 + 2.0 * x - z, np.column_stack([1.0 + 2.0 * t, -2.0 - t]), 0.0
+
+
+def _polynomial_problem(kind, u, parts):
+    w = np.array([1.0, 0.5])
+    if kind == "diffusion":  # u_t - Laplace u + u = f
+        coefficients = dict(diffusion=1.0, reaction=1.0)
+        source = lambda y: parts(y)[0] - parts(y)[2] + u(y)  # noqa: E731
+    else:  # u_t + w . grad u = f, inflow data on x = 0 and y = 0
+        coefficients = dict(advection=w)
+        source = lambda y: parts(y)[0] + parts(y)[1] @ w  # noqa: E731
+    return Problem(f"poly-{kind}", source=source, dirichlet=u, exact=u, space_time=True,
+                   initial=lambda x: u(at_time(x, 0.0)), **coefficients)
+
+
+def _relative_l2_at(mesh, u, t, p):
+    rule = time_plane_rule(mesh, 2 * p + 2)
+    return np.sqrt(rule.weights @ u(rule.at(t)) ** 2)
+
+
+@pytest.mark.parametrize("degree, u, parts, kind", [
+    (2, _pq2, _pq2_parts, "diffusion"),
+    ("1:2", _pq1, _pq1_parts, "transport"),   # mixed degrees: the solution lies in PQ_1
+])
+def test_pq_reproduces_what_p_cannot(space_mesh, degree, u, parts, kind):
+    if degree == "1:2":
+        degree = np.random.default_rng(5).integers(1, 3, size=space_mesh.n_elements)
+        assert len(np.unique(degree)) == 2
+    problem = _polynomial_problem(kind, u, parts)
+    norm = _relative_l2_at(space_mesh, u, 0.6, 2)
+    pq = march(space_mesh, problem, degree, n_slabs=3, final_time=0.6, space_time_basis="PQ")
+    assert pq.space.basis == "PQ"
+    assert pq.errors["l2"] / norm < 1e-9 and pq.errors["l2_l2"] < 1e-9
+    p = march(space_mesh, problem, degree, n_slabs=3, final_time=0.6)  # the same data in P_p: not exact
+    assert p.errors["l2"] / norm > 1e-6
+    assert pq.space.n_dofs > p.space.n_dofs
+
+
+def test_pq_index_set_and_its_moment_tables():
+    from polydg.assembly.moments import moment_tables
+    from polydg.basis import basis_size, multi_indices, pq_multi_indices
+
+    for p in range(4):
+        table = pq_multi_indices(p, 3)
+        x, t = table[:, :2].sum(axis=1), table[:, 2]
+        assert len(table) == basis_size(p, 3, "PQ") == (p + 1) * (p + 1) * (p + 2) // 2
+        assert x.max() <= p and t.max() <= p and len(np.unique(table, axis=0)) == len(table)
+        np.testing.assert_array_equal(pq_multi_indices(p + 1, 3)[: len(table)], table)  # hierarchical
+        assert table[-1].max() == p  # the kernels read the largest 1D degree off the last row
+        if p >= 1:
+            np.testing.assert_array_equal(table[:4], multi_indices(1, 3))  # P_1 first: the solvers' coarse modes
+    # the moments of PQ_p x PQ_p are those of PQ_2p; the load's are PQ_p, a prefix
+    t = moment_tables(2, 3, basis="PQ")
+    np.testing.assert_array_equal(t.psi, pq_multi_indices(4, 3))
+    assert t.counts[2].tolist() == [75, 70, 61, 18]
+
+
+def test_cli_space_time_basis_pq(tmp_path):
+    path = tmp_path / "run.json"
+    r = cli("--problem", "paper-2d1", "--time-slabs", 2, "--final-time", 0.2, "--mesh", "square:4",
+            "--agglomerate", 8, "--degree", 1, "--space-time-basis", "PQ", "--json", path, "--quiet")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(path.read_text())
+    assert s["space_time_basis"] == "PQ" and s["dofs"] == 8 * 6
+
+
+# ---------------------------------------------------------------------------
+# local time steps: m_K steps of element K inside each slab
+
+
+def test_local_step_slab_is_face_matching_and_one_step_is_the_plain_slab(space_mesh):
+    from polydg.spacetime.slab import random_local_steps
+
+    plain, one = slab_mesh(space_mesh, 0.2, 0.7), slab_mesh(space_mesh, 0.2, 0.7, local_steps=1)
+    for name in ("points", "simplices", "element_offsets", "face_vertices", "face_elements", "face_normal"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(plain, name), err_msg=name)
+    steps = random_local_steps(space_mesh.n_elements, 1, 3, seed=0)
+    assert len(np.unique(steps)) == 3
+    slab = slab_mesh(space_mesh, 0.2, 0.7, steps)  # build_polytopic_mesh raises on unmatched interior facets
+    K = np.repeat(np.arange(space_mesh.n_elements), steps)
+    j = np.arange(slab.n_elements) - np.r_[0, np.cumsum(steps)][K]
+    np.testing.assert_allclose(slab.bbox_min[:, 2], 0.2 + 0.5 * j / steps[K], rtol=1e-14)
+    np.testing.assert_allclose(slab.bbox_max[:, 2], 0.2 + 0.5 * (j + 1) / steps[K], rtol=1e-14)
+    np.testing.assert_allclose(slab.measure, space_mesh.measure[K] * 0.5 / steps[K], rtol=1e-12)
+    # the boundary: bottom and top (area 1 each) and the sides (perimeter 4 x 0.5): nothing unmatched inside
+    normal, area = slab.face_normal[slab.boundary_faces], slab.face_measure[slab.boundary_faces]
+    assert area[normal[:, 2] == -1].sum() == pytest.approx(1.0, rel=1e-13)
+    assert area[normal[:, 2] == 1].sum() == pytest.approx(1.0, rel=1e-13)
+    assert area[normal[:, 2] == 0].sum() == pytest.approx(2.0, rel=1e-13)
+    # interior faces: vertical sides, or the time planes between an element's own steps
+    inner = slab.face_normal[: slab.n_interior_faces, 2]
+    assert np.all((inner == 0) | (np.abs(inner) == 1))
+    e1, e2 = slab.face_elements[: slab.n_interior_faces].T
+    timelike = np.abs(inner) == 1
+    assert np.all(K[e1[timelike]] == K[e2[timelike]]) and np.all(np.abs(j[e1[timelike]] - j[e2[timelike]]) == 1)
+    np.testing.assert_allclose(slab.face_measure[: slab.n_interior_faces][timelike].sum(),
+                               (space_mesh.measure * (steps - 1)).sum(), rtol=1e-13)
+
+
+@pytest.mark.parametrize("kind", ["diffusion", "transport"])
+@pytest.mark.parametrize("local_steps", [2, "1:3"])
+def test_polynomials_are_reproduced_with_local_steps(space_mesh, kind, local_steps):
+    from polydg.spacetime.slab import random_local_steps
+
+    if local_steps == "1:3":
+        local_steps = random_local_steps(space_mesh.n_elements, 1, 3, seed=0)
+        degree = np.random.default_rng(3).integers(1, 3, size=space_mesh.n_elements)  # mixed: P_1 solution
+        u, parts = _u1, lambda y: (_grad1(y)[1], _grad1(y)[0], 0.0)
+    else:
+        degree, u = 2, _u2
+        parts = lambda y: (_grad2(y)[1], _grad2(y)[0], 2.0)  # noqa: E731
+    problem = _polynomial_problem(kind, u, parts)
+    result = march(space_mesh, problem, degree, n_slabs=3, final_time=0.6, local_steps=local_steps)
+    assert result.space.mesh.n_elements == int(np.sum(np.broadcast_to(local_steps, space_mesh.n_elements)))
+    assert result.errors["l2"] / _relative_l2_at(space_mesh, u, 0.6, 2) < 1e-9 and result.errors["l2_l2"] < 1e-9
+
+
+def test_one_local_step_gives_the_same_matrices_and_solution(space_mesh):
+    problem = builtin_problem("paper-2d1")
+    plain = march(space_mesh, problem, 1, n_slabs=2, final_time=0.2)
+    one = march(space_mesh, problem, 1, n_slabs=2, final_time=0.2, local_steps=1)
+    A, B = plain.assembly.matrix, one.assembly.matrix
+    np.testing.assert_array_equal(A.indptr, B.indptr)
+    np.testing.assert_array_equal(A.indices, B.indices)
+    np.testing.assert_array_equal(A.data, B.data)
+    np.testing.assert_array_equal(one.solution, plain.solution)
+
+
+def test_two_local_steps_everywhere_are_twice_the_slabs(space_mesh):
+    """The faces between steps carry the upwind jump and no penalty, as the slabs' bottoms do: the same method."""
+    problem = builtin_problem("paper-2d1")
+    local = march(space_mesh, problem, 1, n_slabs=2, final_time=0.2, local_steps=2)
+    slabs = march(space_mesh, problem, 1, n_slabs=4, final_time=0.2)
+    rule = time_plane_rule(space_mesh, 4)
+    last = dataclasses.replace(rule, elements=2 * rule.elements + 1)
+    np.testing.assert_allclose(trace_values(local.space, local.solution, last, 0.2),
+                               trace_values(slabs.space, slabs.solution, rule, 0.2), rtol=1e-11, atol=1e-13)
+    assert local.errors["l2"] == pytest.approx(slabs.errors["l2"], rel=1e-10)
+
+
+def test_local_steps_are_backward_euler_steps_of_each_element(space_mesh):
+    """a = 0, w = 0, degree 0: element K does m_K backward Euler steps of length tau / m_K per slab."""
+    from polydg.spacetime.slab import random_local_steps
+
+    c, nodes = 2.0, np.array([0.0, 0.3, 1.0])
+    steps = random_local_steps(space_mesh.n_elements, 1, 4, seed=2)
+    result = march(space_mesh, Problem("ode", reaction=c, space_time=True, initial=1.0), 0, nodes, local_steps=steps)
+    last = np.r_[0, np.cumsum(steps)][1:] - 1
+    rule = time_plane_rule(space_mesh, 0)
+    values = trace_values(result.space, result.solution, dataclasses.replace(rule, elements=last[rule.elements]), 1.0)
+    expected = np.prod([(1.0 / (1.0 + c * tau / steps)) ** steps for tau in np.diff(nodes)], axis=0)
+    np.testing.assert_allclose(values, expected[rule.elements], rtol=1e-12)
+    assert result.space.mesh.n_elements == last[-1] + 1
+
+
+def test_faces_between_local_steps_carry_no_penalty(space_mesh):
+    """(K, 0) and (K, 1) meet only on a time plane: their coupling is the upwind jump whatever the diffusion."""
+    from polydg.assembly import assemble
+    from polydg.space import DGSpace
+
+    slab = slab_mesh(space_mesh, 0.0, 0.1, local_steps=2)
+    space = DGSpace(slab, 1)
+    scale = (np.abs(slab.face_normal[:, 2]) != 1).astype(float)
+    A = {a: assemble(space, slab_problem(Problem("d", diffusion=a, reaction=1.0, space_time=True, initial=0.0),
+                                         2, 0.0, 0.1), face_penalty_scale=scale).matrix.toarray() for a in (0.0, 1.0)}
+    early, late = space.dof_offsets[0] + np.arange(4), space.dof_offsets[1] + np.arange(4)  # (K0, 0), (K0, 1)
+    # the later step's rows see the earlier step's trace (upwind); the earlier step's rows see nothing
+    np.testing.assert_array_equal(A[1.0][np.ix_(early, late)], 0.0)
+    assert np.abs(A[0.0][np.ix_(late, early)]).max() > 0.1
+    np.testing.assert_allclose(A[1.0][np.ix_(late, early)], A[0.0][np.ix_(late, early)], atol=1e-12)
+    unscaled = assemble(space, slab_problem(Problem("d", diffusion=1.0, reaction=1.0, space_time=True, initial=0.0),
+                                            2, 0.0, 0.1)).matrix.toarray()
+    assert np.abs(unscaled[np.ix_(early, late)]).max() > 1.0  # without the scale: a penalty there
+
+
+def test_march_refuses_bad_local_steps(space_mesh):
+    problem = builtin_problem("paper-2d1")
+    with pytest.raises(OptionError, match="local steps must be >= 1, got 0 on element 0"):
+        march(space_mesh, problem, 1, n_slabs=1, final_time=0.1, local_steps=0)
+    with pytest.raises(OptionError, match="one number per element"):
+        march(space_mesh, problem, 1, n_slabs=1, final_time=0.1, local_steps=[1, 2])
+
+
+def test_cli_local_steps(tmp_path):
+    path = tmp_path / "run.json"
+    r = cli("--problem", "paper-2d1", "--time-slabs", 2, "--final-time", 0.2, "--mesh", "square:4",
+            "--agglomerate", 8, "--degree", 1, "--local-steps", "1:3", "--seed", 1, "--json", path, "--quiet")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(path.read_text())
+    assert 1 <= s["local_steps"]["min"] < s["local_steps"]["max"] <= 3
+    assert s["elements"] == s["local_steps"]["elements_per_slab"] > 8 and s["errors"]["l2"] < 0.2  # plain: 0.12
+
+
+# ---------------------------------------------------------------------------
+# a slab is the steady 3D problem A = diag(a, 0), b = (w, 1) on the prisms; the reductions agree on it
+
+
+def _slab_space(space_mesh, basis, local_steps, tau=0.25):
+    from polydg.space import DGSpace
+    from polydg.spacetime.slab import random_local_steps
+
+    steps = None if local_steps is None else random_local_steps(space_mesh.n_elements, 1, 3, seed=4)
+    degree = np.random.default_rng(6).integers(1, 3, size=space_mesh.n_elements)
+    slab = slab_mesh(space_mesh, 0.0, tau, steps)
+    scale = None if steps is None else (np.abs(slab.face_normal[:, 2]) != 1).astype(float)
+    return DGSpace(slab, degree if steps is None else np.repeat(degree, steps), basis), degree, steps, scale
+
+
+def _variable_problem(u, parts):
+    """u_t - div(a grad u) + w . grad u + c u = f with a = 1 + x (so div(a grad u) = a Lap u + d_x u)."""
+    w = np.array([0.3, -0.2])
+    a = lambda y: 1.0 + y[:, 0]  # noqa: E731
+
+    def source(y):
+        ut, gx, lap = parts(y)
+        return ut - (a(y) * lap + gx[:, 0]) + gx @ w + 2.0 * u(y)
+
+    return a, w, source
+
+
+@pytest.mark.parametrize("basis, local_steps", [("P", None), ("PQ", "1:3")])
+def test_a_slab_is_the_steady_3d_problem_on_its_prisms(space_mesh, basis, local_steps):
+    from polydg.assembly import assemble
+    from polydg.solve import solve
+
+    # a solution in the space: PQ_1 for PQ, P_1 for P (the degrees are 1 and 2)
+    u, parts = (_pq1, _pq1_parts) if basis == "PQ" else (_u1, lambda y: (_grad1(y)[1], _grad1(y)[0], 0.0))
+    a, w, source = _variable_problem(u, parts)
+    space, degree, steps, scale = _slab_space(space_mesh, basis, local_steps)
+
+    def A3(y):  # diag(a, a, 0)
+        out = np.zeros((len(y), 3, 3))
+        out[:, 0, 0] = out[:, 1, 1] = a(y)
+        return out
+
+    steady = Problem("steady-3d", diffusion=A3, advection=np.append(w, 1.0), reaction=2.0, source=source,
+                     dirichlet=u, exact=u, dim=3)  # g_D = u on the bottom: the inflow value u_0
+    ref = assemble(space, steady, face_penalty_scale=scale)
+    st = Problem("st", diffusion=a, advection=w, reaction=2.0, source=source, dirichlet=u, exact=u, space_time=True,
+                 initial=lambda x: u(at_time(x, 0.0)))
+    result = march(space_mesh, st, degree, [0.0, 0.25], space_time_basis=basis, local_steps=steps)
+    A, B = result.assembly.matrix, ref.matrix
+    np.testing.assert_array_equal(A.indices, B.indices)
+    np.testing.assert_allclose(A.data, B.data, rtol=0, atol=1e-14 * np.abs(B.data).max())
+    x, _ = solve(B, ref.rhs)  # the bottom's inflow term in the steady load, the trace load in the march
+    np.testing.assert_allclose(result.solution, x, rtol=0, atol=1e-11 * np.abs(x).max())
+    assert result.errors["l2"] < 1e-10
+
+
+@pytest.mark.parametrize("basis, local_steps", [("P", None), ("PQ", "1:3")])
+def test_the_three_reductions_agree_on_a_slab(space_mesh, basis, local_steps):
+    from polydg.assembly import assemble
+
+    a, w, source = _variable_problem(_pq1, _pq1_parts)
+    space, _, _, scale = _slab_space(space_mesh, basis, local_steps)
+    problem = slab_problem(Problem("st", diffusion=a, advection=w, reaction=2.0, source=source, dirichlet=_pq1,
+                                   space_time=True, initial=0.0), 2, 0.0, 0.25)
+    results = {r: assemble(space, problem, approach=r, face_penalty_scale=scale) for r in ("2", "atomic", "1")}
+    ref = results["2"].matrix
+    for r in ("atomic", "1"):
+        assert abs(results[r].matrix - ref).max() <= 1e-13 * np.abs(ref).max(), r
+        np.testing.assert_allclose(results[r].rhs, results["2"].rhs, rtol=0,
+                                   atol=1e-13 * np.abs(results["2"].rhs).max())
+    # the default is bitwise the same whatever the chunks
+    small = assemble(space, problem, memory_budget_mb=0.02, face_penalty_scale=scale)
+    assert small.info["chunks"] > 1
+    np.testing.assert_array_equal(small.matrix.data, ref.data)
+    np.testing.assert_array_equal(small.rhs, results["2"].rhs)
+
+
+def test_diffusion_dominated_with_pq_and_local_steps(space_mesh):
+    """a = 1, a small wind and c = 1, PQ_2, random local steps: exact over several slabs."""
+    from polydg.spacetime.slab import random_local_steps
+
+    w = np.array([0.01, -0.02])
+    problem = Problem("dd", diffusion=1.0, advection=w, reaction=1.0, dirichlet=_pq2, exact=_pq2, space_time=True,
+                      source=lambda y: _pq2_parts(y)[0] - _pq2_parts(y)[2] + _pq2_parts(y)[1] @ w + _pq2(y),
+                      initial=lambda x: _pq2(at_time(x, 0.0)))
+    steps = random_local_steps(space_mesh.n_elements, 1, 3, seed=0)
+    result = march(space_mesh, problem, 2, n_slabs=3, final_time=0.6, space_time_basis="PQ", local_steps=steps)
+    assert result.errors["l2"] / _relative_l2_at(space_mesh, _pq2, 0.6, 2) < 1e-9 and result.errors["l2_l2"] < 1e-9
+
+
+# ---------------------------------------------------------------------------
+# what a march reuses from slab to slab
+
+
+@pytest.mark.parametrize("local_steps", [None, 2])
+def test_a_march_assembles_once_when_nothing_depends_on_t(space_mesh, local_steps):
+    constant = Problem("c", diffusion=0.5, advection=[1.0, 0.5], reaction=1.0, source=2.0, dirichlet=1.0,
+                       space_time=True, initial=lambda x: x[:, 0])
+    reused = march(space_mesh, constant, 1, n_slabs=4, final_time=0.4, local_steps=local_steps)
+    assert reused.info["autonomous"] and reused.info["reused_assemblies"] == 3 and reused.info["factorisations"] == 1
+    assert all(t["total_assembly"] == 0.0 for t in reused.timings[1:])
+    again = march(space_mesh, constant, 1, n_slabs=4, final_time=0.4, local_steps=local_steps, autonomous=False)
+    assert again.info["reused_assemblies"] == 0 and again.info["factorisations"] == 1  # the LU is kept all the same
+    np.testing.assert_allclose(reused.solution, again.solution, rtol=1e-12, atol=1e-12)
+    # a source depending on t: the same matrix (one LU), a new load per slab
+    varying = dataclasses.replace(constant, source=lambda y: 2.0 + y[:, 2])
+    moving = march(space_mesh, varying, 1, n_slabs=4, final_time=0.4, local_steps=local_steps)
+    assert not moving.info["autonomous"] and moving.info["reused_assemblies"] == 0
+    assert moving.info["factorisations"] == 1
+    assert np.abs(moving.solution - reused.solution).max() > 1e-3

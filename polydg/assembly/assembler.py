@@ -77,6 +77,7 @@ class AssemblyResult:
 def assemble(space, problem, *, approach: str = "2", precision: str = "double", penalty: float = 10.0,
              penalty_kind: str = "classical", quadrature_extra: int = 0, memory_budget_mb: float = 1024.0,
              backend: str = "numpy", elements: np.ndarray | None = None, face_penalty: np.ndarray | None = None,
+             face_penalty_scale: np.ndarray | None = None,
              progress: Callable[[str, int, int], None] | None = None,
              workspace: Workspace | None = None, comm=None) -> AssemblyResult:
     """Assemble the IP-dG matrix and load vector of ``problem`` on ``space``.
@@ -104,6 +105,10 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     face_penalty : sigma_F per face of the mesh, instead of computing it from
         ``penalty`` and ``penalty_kind`` (a rank's sub-mesh lacks the
         neighbours' other faces that the paper's formula reads)
+    face_penalty_scale : (n_faces,) factors on the faces' penalties, default
+        none (all 1).  A space-time slab with local time steps passes 0 on
+        the faces between an element's steps: A = diag(a, 0) has no normal
+        part there, and the dG-in-time jump is the upwind term alone
     progress : called as ``progress(stage, done, total)`` after each chunk
     workspace : a :class:`~polydg.assembly.Workspace` to keep the work arrays
         (quadrature points, coefficient values) in from one call to the next,
@@ -112,7 +117,6 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         an array pays for its new memory: at 2D p = 1 (2M points, 25k dofs)
         that is about 0.005 s of a 0.05 s assembly.  The returned matrix and
         vector never share memory with it; one assembly at a time may use it.
-
     comm : an mpi4py communicator (any number of ranks, one included): the
         assembly is distributed over its ranks (:func:`polydg.distributed.assemble_distributed`;
         ``space`` is read on rank 0 only) and each rank gets a
@@ -154,6 +158,11 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         raise OptionError(f"quadrature extra degree must be >= 0, got {quadrature_extra}")
     if not memory_budget_mb > 0:
         raise OptionError(f"memory budget must be positive, got {memory_budget_mb} MB")
+    if face_penalty_scale is not None:
+        face_penalty_scale = np.asarray(face_penalty_scale, dtype=np.float64)
+        if face_penalty_scale.shape != (space.mesh.n_faces,) or not (face_penalty_scale >= 0).all():
+            raise OptionError(f"face_penalty_scale must be ({space.mesh.n_faces},) factors >= 0 (one per face), "
+                              f"got shape {face_penalty_scale.shape}")
     backend = resolve_backend(backend)
     dtype = PRECISIONS[precision]
     mesh = space.mesh
@@ -181,7 +190,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
 
     plan = plan_assembly(space, problem, approach=approach, dtype=dtype, penalty=penalty, penalty_kind=penalty_kind,
                          quadrature_extra=quadrature_extra, memory_budget_mb=memory_budget_mb, elements=elements,
-                         face_penalty=face_penalty, timer=timer)
+                         face_penalty=face_penalty, timer=timer, face_penalty_scale=face_penalty_scale)
     ctx = PassContext(plan, Coefficients(problem, d, dtype, thread_count(), workspace), workspace, timer, progress)
     volume_pass(plan, ctx)
     interior_face_pass(plan, ctx)

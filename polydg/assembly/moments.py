@@ -42,7 +42,7 @@ import numpy as np
 from numba import njit
 from numpy.polynomial import legendre as npleg
 
-from ..basis import multi_indices, n_basis
+from ..basis import basis_indices, n_basis
 from .batched import A_CONSTANT, A_ISOTROPIC, A_POINTWISE, _FAST
 
 #: points per moment batch: an element's points are summed in runs of this
@@ -132,13 +132,13 @@ def _n_psi(q: int, d: int) -> int:
     return n_basis(q, d) if q >= 0 else 0
 
 
-def _block_terms(p: int, d: int, kinds: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _block_terms(p: int, d: int, kinds: tuple[int, ...], basis: str = "P") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Entries (ij, m, coef) of one term: direction k uses C0 (kinds[k] = 0), C1 (1: trial derivative),
     C1 transposed (2: test derivative) or C2 (3: both)."""
     C0, C1, C2 = legendre_product_coefficients(p)
     C = (C0, C1, np.transpose(C1, (1, 0, 2)), C2)
-    idx = multi_indices(p, d)
-    psi = multi_indices(2 * p, d)
+    idx = basis_indices(p, d, basis)
+    psi = basis_indices(2 * p, d, basis)  # products of two degree-p functions (P_p P_p in P_2p, PQ_p PQ_p in PQ_2p)
     nb = idx.shape[0]
     ij, ms, vals = [], [], []
     for i in range(nb):  # one test function at a time: memory nb x moments, not nb^2 x moments
@@ -152,12 +152,16 @@ def _block_terms(p: int, d: int, kinds: tuple[int, ...]) -> tuple[np.ndarray, np
     return np.concatenate(ij).astype(np.int64), np.concatenate(ms).astype(np.int64), np.concatenate(vals)
 
 
-def _entries(p: int, d: int, nc: int, terms: list[tuple[tuple[int, ...], int]]):
+def _entries(p: int, d: int, nc: int, terms: list[tuple[tuple[int, ...], int]], basis: str = "P",
+             counts: np.ndarray | None = None):
     """All terms' entries (ij, src, coef) of a degree-p block, grouped by block entry ij (in term order
-    within each), so that the kernel sums each block entry in a register and writes it once."""
+    within each), so that the kernel sums each block entry in a register and writes it once.
+    With ``counts`` (the degree's c, b, A moment counts), check that every term reads a computed moment."""
     ij, src, coef = [], [], []
     for kinds, row in terms:
-        e, m, c = _block_terms(p, d, kinds)
+        e, m, c = _block_terms(p, d, kinds, basis)
+        if counts is not None and len(m):  # 0, 1 or 2 derivatives: the c, b or A moments
+            assert m.max() < counts[sum(1 if k in (1, 2) else 2 if k == 3 else 0 for k in kinds)]
         ij.append(e)
         src.append(row * nc + m)
         coef.append(c)
@@ -166,21 +170,37 @@ def _entries(p: int, d: int, nc: int, terms: list[tuple[tuple[int, ...], int]]):
     return ij[order].astype(np.int64), src[order].astype(np.int64), coef[order]
 
 
+def moment_counts(p: int, d: int, basis: str = "P") -> list[int]:
+    """How many leading moments of ``basis_indices(2 p, d, basis)`` the c, b, A and f terms of a
+    degree-p block read: the integrands phi_i phi_j, phi_i d phi_j and d phi_i d phi_j have total degree
+    <= 2p, 2p - 1, 2p - 2 (P), and the load needs the basis' own p.  For PQ the moments are PQ_2p,
+    ordered by level and then total degree, so a derivative (total degree 4p - 1 or 4p - 2 at most)
+    cuts the moments of the highest total degrees off the end of level 2p.
+    """
+    if basis == "P":
+        return [_n_psi(2 * p, d), _n_psi(2 * p - 1, d), _n_psi(2 * p - 2, d), _n_psi(p, d)]
+    psi = basis_indices(2 * p, d, basis)
+    total = psi.sum(axis=1)
+    return [len(psi), int((total <= 4 * p - 1).sum()), int((total <= 4 * p - 2).sum()),
+            len(basis_indices(p, d, basis))]
+
+
 @lru_cache(maxsize=None)
-def moment_tables(pmax: int, d: int, dtype=np.float64) -> MomentTables:
-    """The moment form's tables for every degree 0..pmax (cached; arrays read-only).
+def moment_tables(pmax: int, d: int, dtype=np.float64, basis: str = "P") -> MomentTables:
+    """The moment form's tables for every degree 0..pmax of ``basis`` (cached; arrays read-only).
 
     >>> t = moment_tables(2, 3)
     >>> t.n_moments, t.counts[2].tolist()        # |m| <= 4; c, b, A, f moments at p = 2
     (35, [35, 20, 10, 10])
     >>> int(t.iso_start[3] - t.iso_start[2])    # entries at p = 2 for A = a I
     367
+    >>> moment_tables(1, 3, basis="PQ").counts[1].tolist()  # PQ_2: 6 x 3 moments
+    [18, 15, 10, 6]
     """
     pmax, d = int(pmax), int(d)
-    psi = np.ascontiguousarray(multi_indices(2 * pmax, d))
+    psi = np.ascontiguousarray(basis_indices(2 * pmax, d, basis))
     nc = psi.shape[0]
-    counts = np.array([[_n_psi(2 * p, d), _n_psi(2 * p - 1, d), _n_psi(2 * p - 2, d), _n_psi(p, d)]
-                       for p in range(pmax + 1)], dtype=np.int64)
+    counts = np.array([moment_counts(p, d, basis) for p in range(pmax + 1)], dtype=np.int64)
     ar = B_ROW + d
     mass = [((0,) * d, C_ROW)]
     advection = [(tuple(1 if m == k else 0 for m in range(d)), B_ROW + k) for k in range(d)]
@@ -197,9 +217,9 @@ def moment_tables(pmax: int, d: int, dtype=np.float64) -> MomentTables:
     iso = mass + advection + [diffusion(k, k) for k in range(d)]
     full = mass + advection + [diffusion(k, l) for k in range(d) for l in range(d)]
     fields = {}
-    nbmax = n_basis(pmax, d)
+    nbmax = len(basis_indices(pmax, d, basis))
     for name, terms in (("iso", iso), ("full", full)):
-        parts = [_entries(p, d, nc, terms) for p in range(pmax + 1)]
+        parts = [_entries(p, d, nc, terms, basis, counts[p]) for p in range(pmax + 1)]
         start = np.cumsum([0] + [len(ij) for ij, _, _ in parts]).astype(np.int64)
         rows = np.empty((pmax + 1, nbmax * nbmax + 1), dtype=np.int64)
         for p, (ij, _, _) in enumerate(parts):  # entries of block entry t: rows[p, t]:rows[p, t + 1]

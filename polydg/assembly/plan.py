@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..basis import legendre_recurrence, multi_indices
+from ..basis import legendre_recurrence
 from ..quadrature import default_degree
 from .moments import moment_tables
 from .pattern import SparsityPattern, sparsity_pattern
@@ -70,16 +70,22 @@ class AssemblyPlan:
 
 def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penalty_kind: str,
                   quadrature_extra: int, memory_budget_mb: float, elements: np.ndarray, timer: Timer,
-                  face_penalty: np.ndarray | None = None) -> AssemblyPlan:
+                  face_penalty: np.ndarray | None = None,
+                  face_penalty_scale: np.ndarray | None = None) -> AssemblyPlan:
     """The plan of one assembly; the pattern's time goes to ``indices``, the penalty's to ``penalty``.
 
-    ``face_penalty`` (sigma_F per face), when given, is used as it is.
+    ``face_penalty`` (sigma_F per face), when given, is used as it is;
+    ``face_penalty_scale`` (n_faces,), when given, multiplies each face's penalty.
     """
     mesh = space.mesh
     d, n_el = mesh.dim, mesh.n_elements
     degree = space.degree
-    table = np.ascontiguousarray(multi_indices(space.max_degree, d))
-    rec = legendre_recurrence(2 * space.max_degree, dtype)  # the moments reach degree 2 pmax
+    # the basis' multi-indices (P or PQ): the kernels read the first nbasis[e] rows, up to 1D degree degree[e]
+    basis = getattr(space, "basis", "P")
+    table = np.ascontiguousarray(space.indices())
+    rec = legendre_recurrence(2 * space.max_degree, dtype)  # the moments reach 1D degree 2 pmax
+    # quadrature exactness follows the functions' total degree (p for P, 2p for PQ); penalties the degree
+    rule_degree = space.total_degree
 
     t = time.perf_counter()
     pattern = sparsity_pattern(mesh, space.dof_offsets, elements)
@@ -88,25 +94,28 @@ def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penal
     adj_interface[pattern.interface_entry[:, 0]] = np.arange(mesh.n_interfaces)
     adj_interface[pattern.interface_entry[:, 1]] = np.arange(mesh.n_interfaces)
     if face_penalty is None:
-        a_bound = diffusion_bound(mesh, problem, degree, quadrature_extra)
+        a_bound = diffusion_bound(mesh, problem, rule_degree, quadrature_extra)
         sigma64 = penalty_of_faces(mesh, degree, a_bound, C_sigma=penalty, kind=penalty_kind)
     else:
         sigma64 = np.ascontiguousarray(face_penalty, dtype=np.float64)
+    if face_penalty_scale is not None:
+        sigma64 = sigma64 * face_penalty_scale
     timer.add("penalty", t)
 
     n_int = mesh.n_interior_faces
     b_el = mesh.face_elements[n_int:, 0]
-    q_element = default_degree(degree, quadrature_extra)
-    face_q = face_rule_degrees(degree, mesh.face_elements, quadrature_extra)
+    q_element = default_degree(rule_degree, quadrature_extra)
+    face_q = face_rule_degrees(rule_degree, mesh.face_elements, quadrature_extra)
     return AssemblyPlan(
         space=space, problem=problem, approach=approach, dtype=dtype, elements=elements, table=table, rec=rec,
-        moments=moment_tables(space.max_degree, d, dtype), pattern=pattern, adj_interface=adj_interface,
+        moments=moment_tables(space.max_degree, d, dtype, basis), pattern=pattern, adj_interface=adj_interface,
         face_penalty=sigma64, sigma=sigma64.astype(dtype),
         lo=np.ascontiguousarray(mesh.bbox_min, dtype=dtype), hi=np.ascontiguousarray(mesh.bbox_max, dtype=dtype),
         normal=np.ascontiguousarray(mesh.face_normal, dtype=dtype),
         boundary_offsets=n_int + np.searchsorted(b_el, np.arange(n_el + 1)).astype(np.int64),
         q_element=q_element,
-        q_uniform=default_degree(space.max_degree, quadrature_extra) if space.min_degree == space.max_degree else None,
+        q_uniform=int(default_degree(rule_degree[0], quadrature_extra)) if space.min_degree == space.max_degree
+        else None,
         face_q=face_q, chunks=element_chunks(mesh, q_element, face_q, memory_budget_mb, elements))
 
 

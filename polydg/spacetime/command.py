@@ -5,6 +5,10 @@ per slab, the paper-style table of the last slab (its timings are those of
 a warm slab: compilation happens in the first) and the totals over all
 slabs, and writes the summary with the keys ``slabs``, ``final_time``,
 ``timings_per_slab``, ``timings_all_slabs`` and ``errors`` {l2 at T, l2_l2}.
+``--space-time-basis P|PQ`` picks the space and ``--local-steps M`` (or
+``M1:M2``, random per element with ``--seed``) the steps inside each slab;
+the summary adds ``space_time_basis`` and ``local_steps`` {min, max,
+elements_per_slab} (null without local steps).
 """
 
 from __future__ import annotations
@@ -24,9 +28,13 @@ DEFAULT_FINAL_TIME = 1.0
 def check_space_time_options(args: argparse.Namespace, problem: Problem) -> None:
     """One-line errors for a space-time run that cannot start (before any mesh work)."""
     if not problem.space_time:
-        if args.time_slabs is not None or args.final_time is not None:
-            raise OptionError(f"problem {problem.name!r} is steady: --time-slabs and --final-time are for "
-                              "space-time problems")
+        given = [name for name, value in (("--time-slabs", args.time_slabs), ("--final-time", args.final_time),
+                                          ("--space-time-basis", getattr(args, "space_time_basis", None)),
+                                          ("--local-steps", getattr(args, "local_steps", None)))
+                 if value is not None]
+        if given:
+            raise OptionError(f"problem {problem.name!r} is steady: {', '.join(given)} "
+                              f"{'is' if len(given) == 1 else 'are'} for space-time problems")
         return
     if problem.initial is None:
         raise ProblemError(f"space-time problem {problem.name!r} has no initial value (initial)")
@@ -39,6 +47,25 @@ def check_space_time_options(args: argparse.Namespace, problem: Problem) -> None
     final_time = DEFAULT_FINAL_TIME if args.final_time is None else args.final_time
     if not (np.isfinite(final_time) and final_time > 0):
         raise OptionError(f"--final-time must be positive, got {final_time} (problem {problem.name!r})")
+    parse_local_steps(getattr(args, "local_steps", None))
+
+
+def parse_local_steps(text: str | None) -> tuple[int, int] | None:
+    """``--local-steps M`` or ``M1:M2`` as (M1, M2) (M: (M, M)); None when not given."""
+    if text is None:
+        return None
+    parts = text.split(":")
+    try:
+        low, high = int(parts[0]), int(parts[-1])
+    except ValueError:
+        raise OptionError(f"--local-steps {text!r}: expected an integer M or a range M1:M2") from None
+    if len(parts) > 2:
+        raise OptionError(f"--local-steps {text!r}: expected an integer M or a range M1:M2")
+    if low < 1:
+        raise OptionError(f"--local-steps {text!r}: local steps must be >= 1")
+    if low > high:
+        raise OptionError(f"--local-steps {text!r}: expected M1 <= M2")
+    return low, high
 
 
 def run_space_time(args: argparse.Namespace, problem: Problem, mesh: Any, degree: Any, mesh_spec: str,
@@ -55,9 +82,16 @@ def run_space_time(args: argparse.Namespace, problem: Problem, mesh: Any, degree
     from ..report import format_table, summary_dict, write_json
     from .march import march
 
+    from .slab import random_local_steps
+
     final_time = DEFAULT_FINAL_TIME if args.final_time is None else float(args.final_time)
+    steps = parse_local_steps(getattr(args, "local_steps", None))
+    if steps is not None:
+        steps = steps[0] if steps[0] == steps[1] else random_local_steps(mesh.n_elements, *steps, seed=args.seed)
     result = march(mesh, problem, degree, n_slabs=int(args.time_slabs), final_time=final_time,
-                   method=method or "direct", progress=say, approach=args.approach, precision=args.precision,
+                   method=method or "direct", space_time_basis=args.space_time_basis or "P", local_steps=steps,
+                   progress=say,
+                   approach=args.approach, precision=args.precision,
                    penalty=args.penalty, penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra,
                    memory_budget_mb=args.memory_budget, backend=args.backend)
     per_slab = result.timings
@@ -67,9 +101,10 @@ def run_space_time(args: argparse.Namespace, problem: Problem, mesh: Any, degree
     options = {"mesh": mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget, "repeat": 1}
     summary = summary_dict(mesh=result.space.mesh, space=result.space, result=result.assembly, options=options,
                            timings=one, errors=result.errors, solve_info=result.info["solver"])
-    summary.update(slabs=int(args.time_slabs), final_time=final_time,
+    summary.update(slabs=int(args.time_slabs), final_time=final_time, space_time_basis=result.space.basis,
                    timings_per_slab=[{k: float(v) for k, v in t.items()} for t in per_slab],
-                   timings_all_slabs=totals, factorisations=result.info["factorisations"])
+                   timings_all_slabs=totals, factorisations=result.info["factorisations"],
+                   local_steps=result.info["local_steps"])
     if args.output and write_output is not None:
         write_output(Path(args.output), result.space, result.assembly, result.solution, summary)
         say(f"wrote {args.output}")
@@ -84,4 +119,4 @@ def run_space_time(args: argparse.Namespace, problem: Problem, mesh: Any, degree
     return summary
 
 
-__all__ = ["DEFAULT_FINAL_TIME", "check_space_time_options", "run_space_time"]
+__all__ = ["DEFAULT_FINAL_TIME", "check_space_time_options", "parse_local_steps", "run_space_time"]

@@ -5,7 +5,8 @@ For n = 1, ..., N the slab Omega x (t_{n-1}, t_n) is a 3D polytopic mesh
 A = diag(a, 0), b = (w, 1) (:mod:`~polydg.spacetime.problem`), assembled by
 :func:`polydg.assembly.assemble`, plus the bottom load of the previous
 slab's solution (:mod:`~polydg.spacetime.trace`), and solved.  The space is
-the total-degree P_p on each element's box K's box x I_n.
+P_p (total degree p in (x, t)) or PQ_p (degree p in t times total degree p
+in x) on each element's box K's box x I_n.
 
 What is reused from slab to slab:
 
@@ -16,13 +17,24 @@ What is reused from slab to slab:
   time); otherwise the new matrix is compared with the factorised one
   (same pattern, values equal to 1e-13 relative), which catches callables
   that do not depend on t;
-* the whole assembly, with ``autonomous=True``: the caller states that
-  coefficients, f and g_D do not depend on t, and slabs of equal length
-  then reuse the matrix and load; only the bottom load is new.
+* the whole assembly (matrix and load) when nothing in it depends on t:
+  slabs of equal length then differ only by a shift in time, so the slab
+  is assembled once and each later slab computes only its bottom load
+  (the previous slab's trace) and solves, with the kept factorisation.
+  That is known when every coefficient and datum (A, b, c, f, g_D, g_N and
+  the Neumann mask) is a constant, and stated by the caller with
+  ``autonomous=True`` for callables free of t; ``autonomous=False`` asks
+  for an assembly per slab.  ``info["reused_assemblies"]`` counts the
+  slabs that reused it.
+
+When only f, g_D or g_N depend on t the matrix is still the same: each slab
+is assembled again (the load needs the kernels' pass over the points) and
+the factorisation is kept.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -32,14 +44,15 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ..assembly import Workspace, assemble
+from ..basis import BASES
 from ..errors import OptionError
 from ..mesh.polytopic import PolytopicMesh
 from ..problem import Problem, as_problem
-from ..solve import SolverError, errors, solve
+from ..solve import SolverError, solve
 from ..space import DGSpace
 from .problem import check_space_time, initial_values, slab_problem
-from .slab import shifted_slab, slab_mesh
-from .trace import l2_error_at, time_plane_rule, trace_load, trace_values
+from .slab import check_local_steps, shifted_slab, slab_mesh, step_offsets
+from .trace import l2_error_at, l2_error_squared_over_slab, time_plane_rule, trace_load, trace_values
 
 #: relative change of the matrix values below which a factorisation is reused
 REUSE_TOL = 1e-13
@@ -129,7 +142,8 @@ class _Factorisation:
 
 def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.ndarray,
           time_nodes: Any = None, *, n_slabs: int | None = None, final_time: float | None = None,
-          method: str = "direct", autonomous: bool = False, compute_errors: bool = True,
+          method: str = "direct", space_time_basis: str = "P", local_steps: int | np.ndarray | None = None,
+          autonomous: bool | None = None, compute_errors: bool = True,
           progress: Callable[[str], None] | None = None, **assemble_options: Any) -> MarchResult:
     """Solve a space-time problem slab by slab; returns a :class:`MarchResult`.
 
@@ -139,12 +153,22 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     problem : a space-time :class:`Problem` (``space_time=True``, with
         ``initial``; see :mod:`polydg.spacetime.problem`), or an object
         :func:`~polydg.problem.as_problem` accepts
-    degree : total degree in (x, t) per element (int or one per spatial element)
+    degree : the degree p per element (int or one per spatial element)
     time_nodes : t_0 < ... < t_N; or ``n_slabs`` and ``final_time`` (from 0)
+    space_time_basis : "P" (total degree p in (x, t), the paper's reduced
+        choice, the default) or "PQ" (degree p in t times total degree p in x)
+    local_steps : m_K equal time steps of element K inside every slab (an
+        int for all, or one per spatial element; default one): the slab's
+        elements are K x I_{n,j} (:func:`~polydg.spacetime.slab.slab_mesh`),
+        the faces between an element's steps carry the upwind time jump
+        (their penalty is 0), and the next slab starts from each element's
+        last step.  ``MarchResult.space`` is then over those elements
     method : "direct" (sparse LU, reused while the matrix is unchanged) or
         "iterative" (:func:`polydg.solve.solve` on every slab)
-    autonomous : the caller's word that coefficients, f and g_D do not
-        depend on t: equal-length slabs reuse the assembled matrix and load
+    autonomous : whether coefficients and data are free of t, so that
+        equal-length slabs reuse the assembled matrix and load: None (the
+        default) when every one is a constant, True on the caller's word
+        (callables free of t), False never
     compute_errors : L2 at t_N and L2(0, T; L2) when the problem has ``exact``
     progress : called with one line per slab
     assemble_options : passed to :func:`polydg.assembly.assemble` (penalty,
@@ -154,6 +178,8 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     check_space_time(problem)
     if method not in ("direct", "iterative"):
         raise OptionError(f"unknown solve method {method!r}; choose direct or iterative")
+    if space_time_basis not in BASES:
+        raise OptionError(f"unknown space-time basis {space_time_basis!r}; choose one of {', '.join(BASES)}")
     if time_nodes is None:
         if n_slabs is None or final_time is None:
             raise OptionError("give time_nodes, or n_slabs and final_time")
@@ -162,13 +188,24 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     d = space_mesh.dim
     pmax = int(np.max(degree))
     extra = int(assemble_options.get("quadrature_extra", 0)) + TRACE_EXTRA
+    steps = check_local_steps(local_steps, space_mesh.n_elements)
+    offsets = step_offsets(steps, space_mesh.n_elements)
+    if steps is not None and np.ndim(degree) != 0:  # one degree per spatial element: the same on its steps
+        degree = np.repeat(np.asarray(degree), steps)
     rule = time_plane_rule(space_mesh, 2 * pmax + extra)
+    # the bottom of slab n is the first step of each element, the top of slab n - 1 its last
+    bottom_rule = dataclasses.replace(rule, elements=offsets[:-1][rule.elements])
+    top_rule = dataclasses.replace(rule, elements=offsets[1:][rule.elements] - 1)
+    penalty_scale = None  # the faces between an element's steps: no normal diffusion, so no penalty
     factorisation = _Factorisation()
     workspace = Workspace()
     with_errors = compute_errors and problem.exact is not None
     # the slab matrix depends on t only through these: constants make equal-length slabs' matrices equal
     constant_coefficients = not any(callable(getattr(problem, k)) for k in
                                     ("diffusion", "advection", "reaction", "is_neumann"))
+    if autonomous is None:  # and the load too: nothing of the slab problem depends on t
+        autonomous = constant_coefficients and not any(callable(getattr(problem, k)) for k in
+                                                       ("source", "dirichlet", "neumann"))
 
     base: PolytopicMesh | None = None  # the slab mesh of the current slab length, at base_t0
     base_t0 = base_tau = 0.0
@@ -184,9 +221,11 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         start = time.perf_counter()
         same_length = base is not None and abs(tau - base_tau) <= 1e-12 * base_tau
         if not same_length:
-            base, base_t0, base_tau = slab_mesh(space_mesh, t0, t1), t0, tau
+            base, base_t0, base_tau = slab_mesh(space_mesh, t0, t1, steps), t0, tau
+            if steps is not None:
+                penalty_scale = (np.abs(base.face_normal[:, -1]) != 1.0).astype(np.float64)
         mesh = base if t0 == base_t0 else shifted_slab(base, t0 - base_t0)
-        space = DGSpace(mesh, degree)
+        space = DGSpace(mesh, degree, space_time_basis)
         slab = slab_problem(problem, d, t0, t1)
         t_mesh = time.perf_counter() - start
 
@@ -195,7 +234,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
             stage = {"total_assembly": 0.0}
             reused_assemblies += 1
         else:
-            result = assemble(space, slab, workspace=workspace, **assemble_options)
+            result = assemble(space, slab, workspace=workspace, face_penalty_scale=penalty_scale, **assemble_options)
             stage = dict(result.info["timings"])
             assembled = result
         matrix, rhs = result.matrix, result.rhs
@@ -204,8 +243,8 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         if previous is None:
             bottom = initial_values(problem, rule.x)
         else:
-            bottom = trace_values(previous[0], previous[1], rule, t0)
-        load = rhs + trace_load(space, rule, t0, bottom)
+            bottom = trace_values(previous[0], previous[1], top_rule, t0)
+        load = rhs + trace_load(space, bottom_rule, t0, bottom)
         stage["trace"] = time.perf_counter() - t
 
         if method == "direct":
@@ -216,8 +255,8 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         stage["mesh"] = t_mesh
 
         t = time.perf_counter()
-        if with_errors:
-            l2_l2 += errors(space, slab, u, quadrature_extra=extra)["l2"] ** 2
+        if with_errors:  # on prisms: the spatial rule times Gauss in t (exact in t to degree 2 pmax + 3)
+            l2_l2 += l2_error_squared_over_slab(space, u, rule, offsets, t0, t1, problem.exact, pmax + 2)
         stage["errors"] = time.perf_counter() - t
         stage["slab"] = time.perf_counter() - start - stage.get("jit", 0.0)
         timings.append(stage)
@@ -230,9 +269,13 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     space, u, t_final = previous
     result_errors = None
     if with_errors:
-        result_errors = {"l2": l2_error_at(space, u, rule, t_final, problem.exact), "l2_l2": float(np.sqrt(l2_l2))}
+        result_errors = {"l2": l2_error_at(space, u, top_rule, t_final, problem.exact),
+                         "l2_l2": float(np.sqrt(l2_l2))}
     info = {"slabs": len(nodes) - 1, "dofs_per_slab": space.n_dofs, "nnz_per_slab": int(matrix.nnz),
+            "local_steps": None if steps is None else {"min": int(steps.min()), "max": int(steps.max()),
+                                                       "elements_per_slab": int(offsets[-1])},
             "factorisations": factorisation.count, "reused_assemblies": reused_assemblies,
+            "autonomous": bool(autonomous),
             "solver": {k: v for k, v in solve_info.items() if isinstance(v, (int, float, str, bool))}}
     return MarchResult(u, space, nodes, timings, result_errors, info, result)
 

@@ -9,7 +9,8 @@ u_{n-1} the previous slab's solution (u_0 for the first slab).  The bottom
 of element K of slab n is the top of element K of slab n-1 (slab meshes
 share their element numbering), so u_{n-1} is evaluated in the same element
 with no point location; the integral uses a rule on K's spatial
-sub-triangles.  The same rule gives L2 errors at a fixed time.
+sub-triangles.  The same rule gives L2 errors at a fixed time, and times
+a Gauss rule in t, over a slab.
 """
 
 from __future__ import annotations
@@ -61,10 +62,34 @@ def trace_load(space: DGSpace, rule: TimePlaneRule, t: float, values: np.ndarray
     for p in np.unique(degree):  # one tabulation per degree present
         rows = np.flatnonzero(degree == p)
         e = rule.elements[rows]
-        phi = tabulate(y[rows], mesh.bbox_min[e], mesh.bbox_max[e], int(p))
+        phi = tabulate(y[rows], mesh.bbox_min[e], mesh.bbox_max[e], int(p), space.basis)
         index = space.dof_offsets[e][:, None] + np.arange(phi.shape[1])
         load += np.bincount(index.ravel(), weights=(phi * weighted[rows, None]).ravel(), minlength=space.n_dofs)
     return load
+
+
+def l2_error_squared_over_slab(space: DGSpace, solution: np.ndarray, rule: TimePlaneRule, offsets: np.ndarray,
+                               t0: float, t1: float, exact, n_time: int) -> float:
+    """||u - u_h||^2 over the slab Omega x (t0, t1): the rule on time planes times ``n_time`` Gauss points in t.
+
+    The rule's elements are spatial; element K's steps are the slab elements
+    ``offsets[K]:offsets[K + 1]`` (equal steps of (t0, t1)), each with its own
+    Gauss points.  A prism rule (simplex rule x line rule) needs far fewer
+    points than a rule on the slab's tetrahedra of the same exactness.
+    """
+    g, gw = np.polynomial.legendre.leggauss(int(n_time))
+    steps = np.diff(offsets)[rule.elements]  # (m,) steps of each point's element
+    per_point = steps * len(g)
+    point = np.repeat(np.arange(len(rule.x)), per_point)  # a row per (point, step, Gauss node)
+    local = np.arange(len(point)) - np.repeat(np.cumsum(per_point) - per_point, per_point)
+    step, node = local // len(g), local % len(g)
+    m = steps[point]
+    tau = t1 - t0
+    t = t0 + tau * (step + 0.5 * (g[node] + 1.0)) / m
+    y = np.column_stack([rule.x[point], t])
+    weight = rule.weights[point] * gw[node] * (0.5 * tau / m)
+    e = np.asarray(exact(y), dtype=np.float64) - evaluate(space, solution, y, offsets[rule.elements[point]] + step)
+    return float(weight @ e**2)
 
 
 def l2_error_at(space: DGSpace, solution: np.ndarray, rule: TimePlaneRule, t: float, exact) -> float:
@@ -74,4 +99,5 @@ def l2_error_at(space: DGSpace, solution: np.ndarray, rule: TimePlaneRule, t: fl
     return float(np.sqrt(rule.weights @ e**2))
 
 
-__all__ = ["TimePlaneRule", "time_plane_rule", "trace_values", "trace_load", "l2_error_at"]
+__all__ = ["TimePlaneRule", "time_plane_rule", "trace_values", "trace_load", "l2_error_at",
+           "l2_error_squared_over_slab"]
