@@ -272,3 +272,24 @@ def test_no_gather_leaves_each_ranks_rows_in_its_own_file(tmp_path):
     assert (tmp_path / "rows" / "summary.json").exists()
     bad = mpiexec(2, "-m", "polydg.assemble", *common, "--no-gather", "--solve", "--output", tmp_path / "x")
     assert bad.returncode == 2 and "drop --no-gather" in bad.stderr and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("n,extra", [(2, ["--space-time-basis", "PQ", "--local-steps", "1:2"]), (4, [])])
+def test_space_time_march_on_ranks_gives_the_one_process_slabs(tmp_path, n, extra):
+    # every slab assembled by all ranks, gathered, solved on rank 0: the same matrices, loads and solution
+    common = ["--mesh", "square:8", "--agglomerate", "20", "--problem", "paper-2d1", "--time-slabs", "3",
+              "--degree", "1:2", "--quiet", *extra]
+    one = mpiexec(1, "-m", "polydg.assemble", *common, "--output", tmp_path / "one")
+    assert one.returncode == 0, one.stderr
+    many = mpiexec(n, "-m", "polydg.assemble", *common, "--output", tmp_path / "many")
+    assert many.returncode == 0, many.stderr
+    a, b = (sp.load_npz(tmp_path / d / "matrix.npz") for d in ("one", "many"))
+    assert np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
+    assert np.array_equal(a.data, b.data)
+    for f in ("rhs.npy", "solution.npy"):
+        assert np.array_equal(np.load(tmp_path / "one" / f), np.load(tmp_path / "many" / f))
+    import json
+
+    s1, s2 = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("one", "many"))
+    assert s1["errors"] == s2["errors"] and s2["ranks"] == n and s2["slabs"] == 3
+    assert len(s2["rank_timings_per_slab"]) == 3 and len(s2["timings_per_rank"]) == n

@@ -85,6 +85,7 @@ class DistributedAssembly:
         matrix.indptr = matrix.indptr.astype(np.int64)
         matrix.has_sorted_indices = True
         info = dict(self.info, gather_seconds=time.perf_counter() - t)
+        info["rank_timings"], info["timings"] = info["timings"], info["timings_max"]  # the critical path
         return AssemblyResult(matrix, rhs_rank[order], sigma, info)
 
     def errors(self, problem, solution: np.ndarray | None, root: int = 0, **options) -> dict:
@@ -133,13 +134,16 @@ class DistributedAssembly:
 
 def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = None, weighted: bool = True,
                          penalty: float = 10.0, penalty_kind: str = "classical", quadrature_extra: int = 0,
-                         root: int = 0, say=None, **options) -> DistributedAssembly:
+                         face_penalty_scale: np.ndarray | None = None, root: int = 0, say=None,
+                         **options) -> DistributedAssembly:
     """Assemble across the ranks of ``comm``: each rank gets its rows (see :class:`DistributedAssembly`).
 
     ``space`` is needed on ``root`` only (other ranks may pass None or their
     own copy, which is not read).  ``ranks`` gives the rank of every element
     (default: :func:`~polydg.partition.ranks.rank_partition`, weighted by
-    kernel work unless ``weighted=False``).  ``options`` go to
+    kernel work unless ``weighted=False``).  ``face_penalty_scale`` (one
+    factor per face of the whole mesh, on ``root``) as in
+    :func:`~polydg.assembly.assemble`.  ``options`` go to
     :func:`~polydg.assembly.assemble` (approach, precision, memory budget, ...).
     A collective call; an error on any rank raises
     :class:`~polydg.distributed.comm.RankFailure` on every rank.
@@ -161,7 +165,7 @@ def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = Non
 
                 raise OptionError(f"ranks must give a rank in [0, {size}) for each of the "
                                   f"{space.mesh.n_elements} elements")
-            parts = rank_parts(space, ranks, penalty_kind=penalty_kind)
+            parts = rank_parts(space, ranks, penalty_kind=penalty_kind, face_penalty_scale=face_penalty_scale)
     timings["partition"] = time.perf_counter() - t0
     if say is not None and rank == root:
         say(f"partitioned {space.mesh.n_elements:,} elements over {size} ranks in {timings['partition']:.3f} s")
@@ -183,7 +187,7 @@ def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = Non
     with collective_phase(comm):
         problem = as_problem(problem, part.submesh.mesh.dim)
         local_space = part.space()
-        a_local = local_diffusion_bound(part, problem, quadrature_extra)
+        a_local = local_diffusion_bound(part, local_space, problem, quadrature_extra)
         a_all = np.zeros(part.n_elements)
         owned_global = part.submesh.elements[part.submesh.owned]
         a_all[owned_global] = a_local[part.submesh.owned]

@@ -27,6 +27,7 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     from ..mesh import load_mesh
     from ..problem import load_problem
     from ..space import DGSpace
+    from ..spacetime.command import check_space_time_options
     from .assembly import assemble_distributed
 
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -38,8 +39,6 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
         raise OptionError("--solve needs the whole matrix on rank 0; drop --no-gather")
     if args.no_gather and not args.output:
         raise OptionError("--no-gather writes each rank's rows into --output DIR; give --output")
-    if args.time_slabs is not None:
-        raise OptionError("space-time slabs (--time-slabs) run on one rank for now; start without mpiexec")
     space, dim = None, None
     with collective_phase(comm):
         if root:
@@ -48,9 +47,11 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     dim = comm.bcast(dim, root=0)
     with collective_phase(comm):
         problem = load_problem(args.problem, dim)
-        if problem.space_time:
-            raise OptionError(f"problem {problem.name} is a space-time problem; space-time slabs run on one "
-                              "rank for now")
+        check_space_time_options(args, problem)
+        if problem.space_time and args.no_gather:
+            raise OptionError("--no-gather is for steady problems; a space-time march solves every slab on rank 0")
+    if problem.space_time:
+        return _march_on_ranks(args, opts, comm, problem, fine if root else None, say)
     with announce_compilation(tell, f"{dim}D assembly kernels"):
         with collective_phase(comm):
             if root:
@@ -114,6 +115,30 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     if gathered.info.get("gather_seconds") is not None:
         say(f"gathered the matrix on rank 0 in {gathered.info['gather_seconds']:.3f} s")
     return finish(args, opts, say, space, problem, gathered, timings, extra, solved)
+
+
+def _march_on_ranks(args, opts: dict, comm, problem, fine, say) -> dict | None:
+    """Space-time: rank 0 marches (meshes, bottom loads, solves), every rank assembles each slab's rows."""
+    from ..assemble import _write_output, build_mesh
+    from ..jit import announce_compilation
+    from ..spacetime.command import run_space_time
+    from .spacetime import SlabAssembler, follow_march
+
+    dim = comm.bcast(fine.dim if fine is not None else None, root=0)
+    if comm.Get_rank() != 0:
+        follow_march(comm, problem, dim)
+        return None
+    assembler = SlabAssembler(comm, problem, dim)
+    try:
+        with announce_compilation(say, f"{dim + 1}D space-time assembly kernels"):
+            mesh, degree = build_mesh(fine, opts, args.seed, say)
+            summary = run_space_time(args, problem, mesh, degree, opts["mesh_spec"], args.solve, say, _write_output,
+                                     assembler=assembler)
+    except BaseException as error:
+        assembler.done(error)
+        raise
+    assembler.done()
+    return summary
 
 
 class _NnzOnly:

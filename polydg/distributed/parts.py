@@ -54,10 +54,11 @@ class RankPart:
     n_elements: int
     n_dofs: int
     n_faces: int
+    basis: str = "P"
 
     def space(self) -> DGSpace:
         """The DG space on the sub-mesh (its dofs numbered locally)."""
-        return DGSpace(self.submesh.mesh, self.degree)
+        return DGSpace(self.submesh.mesh, self.degree, basis=self.basis)
 
     def dof_map(self, space: DGSpace, rank_numbering: bool = False) -> np.ndarray:
         """Global dof of every local dof of ``space``: single-process (default) or rank numbering."""
@@ -74,8 +75,12 @@ def rank_numbering(ranks: np.ndarray) -> np.ndarray:
     return new
 
 
-def rank_parts(space: DGSpace, ranks: np.ndarray, *, penalty_kind: str = "classical") -> Iterator[RankPart]:
-    """The part of each rank 0, 1, ... in turn (one at a time: the caller sends and drops it)."""
+def rank_parts(space: DGSpace, ranks: np.ndarray, *, penalty_kind: str = "classical",
+               face_penalty_scale: np.ndarray | None = None) -> Iterator[RankPart]:
+    """The part of each rank 0, 1, ... in turn (one at a time: the caller sends and drops it).
+
+    ``face_penalty_scale`` (one factor per face) is folded into the penalty weights.
+    """
     mesh = space.mesh
     ranks = np.asarray(ranks, dtype=np.int64)
     n_ranks = int(ranks.max()) + 1
@@ -87,18 +92,22 @@ def rank_parts(space: DGSpace, ranks: np.ndarray, *, penalty_kind: str = "classi
     dofs_per_rank = np.bincount(ranks, weights=nb, minlength=n_ranks).astype(np.int64)
     row_ends = np.cumsum(dofs_per_rank)
     weights = penalty_weights(mesh, space.degree, penalty_kind)
+    if face_penalty_scale is not None:
+        weights = weights * np.asarray(face_penalty_scale, dtype=np.float64)[:, None]
     for r in range(n_ranks):
         sub = rank_submesh(mesh, np.flatnonzero(ranks == r))
         e = sub.elements
         yield RankPart(submesh=sub, degree=space.degree[e], dof_offsets=space.dof_offsets[e],
                        rank_dof_offsets=rank_first[e], penalty_weights=weights[sub.faces], rank=r, ranks=n_ranks,
                        row_range=(int(row_ends[r] - dofs_per_rank[r]), int(row_ends[r])),
-                       n_elements=mesh.n_elements, n_dofs=space.n_dofs, n_faces=mesh.n_faces)
+                       n_elements=mesh.n_elements, n_dofs=space.n_dofs, n_faces=mesh.n_faces,
+                       basis=getattr(space, "basis", "P"))
 
 
-def local_diffusion_bound(part: RankPart, problem, quadrature_extra: int) -> np.ndarray:
-    """a_K of the owned elements (zero on the halo, which has no sub-simplices here)."""
-    return diffusion_bound(part.submesh.mesh, problem, part.degree, quadrature_extra)
+def local_diffusion_bound(part: RankPart, space: DGSpace, problem, quadrature_extra: int) -> np.ndarray:
+    """a_K of the owned elements (zero on the halo, which has no sub-simplices here), with the
+    rules the one-process plan uses (those of the basis' total degree)."""
+    return diffusion_bound(part.submesh.mesh, problem, space.total_degree, quadrature_extra)
 
 
 def part_face_penalty(part: RankPart, a_bound: np.ndarray, C_sigma: float) -> np.ndarray:

@@ -70,8 +70,11 @@ def parse_local_steps(text: str | None) -> tuple[int, int] | None:
 
 def run_space_time(args: argparse.Namespace, problem: Problem, mesh: Any, degree: Any, mesh_spec: str,
                    method: str | None, say: Callable[[str], None],
-                   write_output: Callable[..., None] | None = None) -> dict:
+                   write_output: Callable[..., None] | None = None, assembler: Any = None) -> dict:
     """March ``problem`` on the spatial polytopic ``mesh``; write, print; return the summary.
+
+    ``assembler`` assembles the slabs instead of one process
+    (:class:`polydg.distributed.spacetime.SlabAssembler`: all MPI ranks).
 
     ``write_output(directory, space, assembly, solution, summary)`` writes
     ``--output`` (the command line's writer): the last slab's mesh, matrix,
@@ -90,7 +93,7 @@ def run_space_time(args: argparse.Namespace, problem: Problem, mesh: Any, degree
         steps = steps[0] if steps[0] == steps[1] else random_local_steps(mesh.n_elements, *steps, seed=args.seed)
     result = march(mesh, problem, degree, n_slabs=int(args.time_slabs), final_time=final_time,
                    method=method or "direct", space_time_basis=args.space_time_basis or "P", local_steps=steps,
-                   progress=say,
+                   progress=say, assembler=assembler,
                    approach=args.approach, precision=args.precision,
                    penalty=args.penalty, penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra,
                    memory_budget_mb=args.memory_budget, backend=args.backend)
@@ -100,11 +103,15 @@ def run_space_time(args: argparse.Namespace, problem: Problem, mesh: Any, degree
     one["jit"] = totals.get("jit", 0.0)
     options = {"mesh": mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget, "repeat": 1}
     summary = summary_dict(mesh=result.space.mesh, space=result.space, result=result.assembly, options=options,
-                           timings=one, errors=result.errors, solve_info=result.info["solver"])
+                           timings=one, errors=result.errors, solve_info=result.info["solver"],
+                           ranks=assembler.comm.Get_size() if assembler is not None else 1)
     summary.update(slabs=int(args.time_slabs), final_time=final_time, space_time_basis=result.space.basis,
                    timings_per_slab=[{k: float(v) for k, v in t.items()} for t in per_slab],
                    timings_all_slabs=totals, factorisations=result.info["factorisations"],
                    local_steps=result.info["local_steps"])
+    if assembler is not None:  # each slab's timings per rank; the table's are the slowest rank's
+        summary.update(timings_per_rank=assembler.rank_timings[-1], rank_timings_per_slab=assembler.rank_timings,
+                       balance=result.assembly.info["balance"])
     if args.output and write_output is not None:
         write_output(Path(args.output), result.space, result.assembly, result.solution, summary)
         say(f"wrote {args.output}")

@@ -144,7 +144,8 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
           time_nodes: Any = None, *, n_slabs: int | None = None, final_time: float | None = None,
           method: str = "direct", space_time_basis: str = "P", local_steps: int | np.ndarray | None = None,
           autonomous: bool | None = None, compute_errors: bool = True,
-          progress: Callable[[str], None] | None = None, **assemble_options: Any) -> MarchResult:
+          progress: Callable[[str], None] | None = None, assembler: Callable | None = None,
+          **assemble_options: Any) -> MarchResult:
     """Solve a space-time problem slab by slab; returns a :class:`MarchResult`.
 
     Parameters
@@ -171,6 +172,10 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         (callables free of t), False never
     compute_errors : L2 at t_N and L2(0, T; L2) when the problem has ``exact``
     progress : called with one line per slab
+    assembler : ``assembler(space, (t0, t1), **options)`` returns the slab's
+        AssemblyResult instead of :func:`polydg.assembly.assemble` on the
+        slab problem (:class:`polydg.distributed.spacetime.SlabAssembler`
+        assembles on all MPI ranks)
     assemble_options : passed to :func:`polydg.assembly.assemble` (penalty,
         quadrature_extra, ...)
     """
@@ -234,7 +239,12 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
             stage = {"total_assembly": 0.0}
             reused_assemblies += 1
         else:
-            result = assemble(space, slab, workspace=workspace, face_penalty_scale=penalty_scale, **assemble_options)
+            if assembler is None:
+                result = assemble(space, slab, workspace=workspace, face_penalty_scale=penalty_scale,
+                                  **assemble_options)
+            else:  # e.g. every MPI rank assembling its rows (polydg.distributed.spacetime)
+                result = assembler(space, (t0, t1), workspace=workspace, face_penalty_scale=penalty_scale,
+                                   **assemble_options)
             stage = dict(result.info["timings"])
             assembled = result
         matrix, rhs = result.matrix, result.rhs
