@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> dict:
         raise OptionError(f"--memory-budget must be positive, got {args.memory_budget}")
     if not args.penalty > 0:
         raise OptionError(f"--penalty must be positive, got {args.penalty}")
-    backend = resolve_backend(args.backend)
+    backend = resolve_backend(args.backend, say=say)  # auto says which it chose
 
     fine = load_mesh(mesh_spec)
     problem = load_problem(args.problem, fine.dim)  # before the first progress line: bad input is one line
@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> dict:
             result = assemble(space, problem, approach=args.approach, precision=args.precision, penalty=args.penalty,
                               penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra,
                               memory_budget_mb=args.memory_budget, backend=backend, progress=progress,
-                              workspace=workspace)
+                              workspace=workspace, to_host=True)  # the solve and the output run on the host
             runs.append(result.info["timings"])
             say(f"assembled {space.n_dofs:,} dofs, nnz {result.matrix.nnz:,} in "
                 f"{result.info['timings']['total_assembly']:.3f} s" + (f" (run {r + 1}/{args.repeat})" if args.repeat > 1 else ""))

@@ -195,7 +195,8 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
             stage = {"total_assembly": 0.0}
             reused_assemblies += 1
         else:
-            result = assemble(space, slab, workspace=workspace, **assemble_options)
+            # to_host: the slab is solved on the host (a device-resident march is issue #21, item 5)
+            result = assemble(space, slab, workspace=workspace, to_host=True, **assemble_options)
             stage = dict(result.info["timings"])
             assembled = result
         matrix, rhs = result.matrix, result.rhs
