@@ -83,10 +83,12 @@ def resolve_backend(name: str, say=None) -> str:
     return "cupy"
 
 
-def device_name() -> str:
-    """The name of the current CUDA device ("CPU simulator" under the simulator)."""
-    if simulator_enabled():
+def device_name(backend: str = "cupy") -> str:
+    """The name of the device that runs ``backend``: the current CUDA device, "CPU simulator" or "cpu"."""
+    if backend == SIMULATOR:
         return "CPU simulator"
+    if backend != "cupy":
+        return "cpu"
     import cupy
 
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)

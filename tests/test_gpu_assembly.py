@@ -51,6 +51,32 @@ def simulated(tmp_path_factory) -> dict[str, np.ndarray]:
         return dict(f)
 
 
+def _libdevice() -> Path | None:
+    """NVVM's libdevice of a CUDA toolkit ($CUDA_HOME, or the newest /usr/local/cuda*), or None."""
+    roots = [Path(os.environ["CUDA_HOME"])] if os.environ.get("CUDA_HOME") else []
+    roots += sorted(Path("/usr/local").glob("cuda*"), reverse=True)
+    for root in roots:
+        found = sorted(root.glob("nvvm/libdevice/libdevice*.bc"))
+        if found:
+            return found[-1]
+    return None
+
+
+def test_gpu_kernels_compile_to_ptx_for_an_h100():
+    """numba-cuda and NVVM compile every kernel (3D, float64 and float32, both reductions): what the simulator
+    cannot check (device typing, local and constant memory, atomics)."""
+    libdevice = _libdevice()
+    if libdevice is None:
+        pytest.skip("no CUDA toolkit with NVVM's libdevice (set CUDA_HOME)")
+    env = dict(os.environ, NUMBA_FORCE_CUDA_CC="9.0", PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    run = subprocess.run([sys.executable, str(REPO / "tests" / "gpu_ptx_check.py"), str(libdevice), "3d-all-kinds"],
+                         env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    if "GPU-PTX-SKIP" in run.stdout:
+        pytest.skip(run.stdout.strip().splitlines()[-1])
+    assert run.returncode == 0 and "GPU-PTX-OK 12 kernels" in run.stdout, run.stdout + run.stderr
+
+
 def _cpu(name: str, options: dict):
     space, problem = case_setup(name)
     return assemble(space, problem, **options)
