@@ -79,7 +79,7 @@ def test_gpu_kernels_compile_to_ptx_for_an_h100():
 
 def _cpu(name: str, options: dict):
     space, problem = case_setup(name)
-    return assemble(space, problem, **options)
+    return assemble(space, problem, backend="numpy", **options)
 
 
 def _rel(got: np.ndarray, ref: np.ndarray) -> float:
@@ -173,6 +173,17 @@ def test_command_line_backends(capsys):
         assert main(["--backend", "cupy"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("polydg.assemble: error: backend 'cupy': "), err
+
+
+def test_the_test_backend_switch_reaches_assemble():
+    """POLYDG_TEST_BACKEND (tests/conftest.py) decides where assemble() runs when a test names no backend."""
+    from .conftest import TEST_BACKEND
+
+    space, problem = case_setup("2d-advection")
+    result = assemble(space, problem)
+    assert result.info["backend"] == TEST_BACKEND
+    assert assemble(space, problem, approach="1").info["backend"] == "numpy"  # approach 1: the CPU's baseline
+    assert isinstance(result.rhs, np.ndarray)  # on the host, as the CPU tests expect
 
 
 def test_approach_1_is_cpu_only(monkeypatch):
