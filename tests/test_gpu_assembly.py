@@ -16,6 +16,7 @@ the reason, elsewhere.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -251,3 +252,30 @@ def test_cupy_assembly_matches_numpy(name, approach):
     if approach == "2":
         again = assemble(space, problem, backend="cupy", to_host=True)
         assert np.array_equal(again.matrix.data, host.matrix.data) and np.array_equal(again.rhs, host.rhs)
+
+
+# ---------------------------------------------------------------------------
+# the benchmark script (its GPU figures need a GPU; here its logic on the simulator)
+
+
+def test_bench_gpu_runs_on_the_simulator_and_refuses_without_a_gpu(tmp_path):
+    script = REPO / "launch" / "bench_gpu.py"
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    if NO_GPU:
+        refused = subprocess.run([sys.executable, str(script), "--case", "tiny"], env=env, capture_output=True,
+                                 text=True, timeout=300)
+        assert refused.returncode == 2 and "backend 'cupy'" in refused.stderr
+    out = tmp_path / "gpu.json"
+    run = subprocess.run([sys.executable, str(script), "--case", "tiny", "--degrees", "2", "--repeat", "1",
+                          "--backend", "cudasim", "--json", str(out)], env=dict(env, NUMBA_ENABLE_CUDASIM="1"),
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads(out.read_text())
+    assert report["device"] == "CPU simulator"
+    (res,) = report["results"]
+    assert set(res["runs"]) == {"cpu", "gpu-2", "gpu-atomic"}
+    for name in ("gpu-2", "gpu-atomic"):
+        assert res["runs"][name]["rel_diff_matrix"] <= 1e-13 and res["runs"][name]["rel_diff_rhs"] <= 1e-13
+        assert res["runs"][name]["total_kernels"] > 0
+    assert res["runs"]["gpu-2"]["bitwise_repeatable"] is True
