@@ -178,8 +178,8 @@ def _cupy_free_memory() -> int:
 
 
 def _cupy_segment_sums(values, offsets):
-    """Segment sums on the device: one thread per output value, its segment summed in order (a RawKernel-free
-    ElementwiseKernel, so the order is fixed)."""
+    """Segment sums on the device: one thread per output value sums its segment in index order (a
+    ``cupy.ElementwiseKernel``), so the result is the same from run to run."""
     import cupy
 
     n = len(offsets) - 1
