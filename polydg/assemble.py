@@ -124,7 +124,7 @@ class _Progress:
             print(f"[{time.perf_counter() - self.start:7.2f} s] {message}", file=sys.stderr, flush=True)
 
 
-def check_options(args: argparse.Namespace) -> dict:
+def check_options(args: argparse.Namespace, say=None) -> dict:
     """The options that need more than argparse's checks, validated (the same on every rank)."""
     from .backend import resolve_backend
 
@@ -140,7 +140,7 @@ def check_options(args: argparse.Namespace) -> dict:
     if not args.penalty > 0:
         raise OptionError(f"--penalty must be positive, got {args.penalty}")
     return {"mesh_spec": args.mesh or DEFAULT_MESH, "n_agg": n_agg, "degrees": (lo, hi),
-            "method": args.solve or ("direct" if default_run else None), "backend": resolve_backend(args.backend)}
+            "method": args.solve or ("direct" if default_run else None), "backend": resolve_backend(args.backend, say=say)}
 
 
 def build_mesh(fine, opts: dict, seed: int, say):
@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> dict:
     from .spacetime.command import check_space_time_options, run_space_time
 
     say = _Progress(args.quiet)
-    opts = check_options(args)
+    opts = check_options(args, say)
     mesh_spec = opts["mesh_spec"]
     fine = load_mesh(mesh_spec)
     problem = load_problem(args.problem, fine.dim)  # before the first progress line: bad input is one line
@@ -195,7 +195,8 @@ def run(args: argparse.Namespace) -> dict:
             result = assemble(space, problem, approach=args.approach, precision=args.precision, penalty=args.penalty,
                               penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra,
                               memory_budget_mb=args.memory_budget, backend=opts["backend"],
-                              progress=chunk_progress(say), workspace=workspace)
+                              progress=chunk_progress(say), workspace=workspace,
+                              to_host=True)  # the solve and the output run on the host
             runs.append(result.info["timings"])
             say(f"assembled {space.n_dofs:,} dofs, nnz {result.matrix.nnz:,} in "
                 f"{result.info['timings']['total_assembly']:.3f} s" + (f" (run {r + 1}/{args.repeat})" if args.repeat > 1 else ""))

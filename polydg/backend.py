@@ -1,7 +1,16 @@
 """The one place that knows NumPy from CuPy (DESIGN.md section 8).
 
-Only the NumPy (CPU) path assembles today; ``cupy`` is recognised so that
-the command line can say clearly what is missing.
+A backend is a name: ``"numpy"`` (the CPU path), ``"cupy"`` (the GPU path:
+numba-cuda kernels on CuPy arrays, ``polydg/assembly/cuda_passes.py``) or
+``"auto"`` (CuPy when a GPU is usable, else NumPy).  Array-level code asks
+:func:`array_module` for ``xp`` and uses the few primitives here that differ
+between the two: segment sums, scatter-add, transfers and the free-memory
+query.  Everything CuPy-only sits in the ``_cupy_*`` helpers below, each a
+few lines.
+
+``"cudasim"`` is for tests only: the GPU executor on NumPy arrays under
+numba-cuda's CPU simulator (``NUMBA_ENABLE_CUDASIM=1`` set before
+``numba.cuda`` is first imported); it is refused anywhere else.
 """
 
 from __future__ import annotations
@@ -15,42 +24,198 @@ import numpy as np
 from .errors import OptionError
 
 BACKENDS = ("numpy", "cupy", "auto")
+#: the test-only backend: the GPU executor on NumPy arrays, under numba-cuda's simulator
+SIMULATOR = "cudasim"
+
+
+# ---------------------------------------------------------------------------
+# which backend runs
+
+
+def gpu_unavailable_reason() -> str | None:
+    """Why CuPy cannot run here (one phrase), or None when it imports and sees a CUDA device."""
+    if importlib.util.find_spec("cupy") is None:
+        return "cupy is not installed (pip install 'polydg[gpu]')"
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return None
+        return "no CUDA device is visible"
+    except Exception as exc:  # no driver, no device, a broken install
+        return f"no usable CUDA device ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
 
 
 def gpu_available() -> bool:
     """True when CuPy imports and sees at least one CUDA device."""
-    if importlib.util.find_spec("cupy") is None:
-        return False
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # no driver, no device
-        return False
+    return gpu_unavailable_reason() is None
 
 
-def resolve_backend(name: str) -> str:
-    """The backend that will run: "numpy" (``auto`` falls back to it without a GPU).
+def simulator_enabled(environ: MutableMapping[str, str] = os.environ) -> bool:
+    """True when numba-cuda runs (or will run) its CPU simulator: ``NUMBA_ENABLE_CUDASIM=1``."""
+    return environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 
-    Raises :class:`OptionError` for unknown names and for ``cupy`` where it
-    cannot run.
+
+def resolve_backend(name: str, say=None) -> str:
+    """The backend that will run: "numpy" or "cupy" (or the test-only "cudasim").
+
+    ``auto`` picks CuPy only when a GPU is usable; with ``say`` (a callable
+    taking one line) it says which it chose and why.  Raises
+    :class:`OptionError`, one line, for unknown names, for ``cupy`` without
+    CuPy or without a device, and for ``cudasim`` outside the simulator.
     """
+    if name == SIMULATOR:
+        if not simulator_enabled():
+            raise OptionError("backend 'cudasim' is for tests: it needs NUMBA_ENABLE_CUDASIM=1")
+        return SIMULATOR
     if name not in BACKENDS:
         raise OptionError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
     if name == "numpy":
         return "numpy"
+    reason = gpu_unavailable_reason()
     if name == "auto":
-        return "numpy"  # the CuPy assembly path is not built yet
-    if importlib.util.find_spec("cupy") is None:
-        raise OptionError("backend 'cupy': cupy is not installed (pip install 'polydg[gpu]')")
-    if not gpu_available():
-        raise OptionError("backend 'cupy': no CUDA device is visible")
-    raise OptionError("backend 'cupy': GPU assembly is not available in this version; use --backend numpy")
+        chosen = "numpy" if reason else "cupy"
+        if say is not None:
+            say(f"backend auto: {chosen} ({reason or 'GPU ' + device_name()})")
+        return chosen
+    if reason:
+        raise OptionError(f"backend 'cupy': {reason}")
+    return "cupy"
+
+
+def device_name(backend: str = "cupy") -> str:
+    """The name of the device that runs ``backend``: the current CUDA device, "CPU simulator" or "cpu"."""
+    if backend == SIMULATOR:
+        return "CPU simulator"
+    if backend != "cupy":
+        return "cpu"
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    name = props["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def is_device(backend: str) -> bool:
+    """True for the backends that run the GPU executor (cupy, and the simulator's stand-in)."""
+    return backend in ("cupy", SIMULATOR)
+
+
+# ---------------------------------------------------------------------------
+# arrays
 
 
 def array_module(name: str = "numpy"):
-    """The array module of a resolved backend."""
+    """``xp`` of a resolved backend: cupy for "cupy", numpy otherwise (the simulator runs on NumPy arrays)."""
+    if name == "cupy":
+        import cupy
+
+        return cupy
     return np
+
+
+def to_device(a, backend: str):
+    """``a`` as a contiguous array of ``backend`` (a copy to the GPU for "cupy"; NumPy as it is otherwise)."""
+    return array_module(backend).ascontiguousarray(a)
+
+
+def to_host(a):
+    """``a`` as a NumPy array (CuPy arrays are copied from the device; NumPy arrays returned as they are)."""
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
+
+
+def free_memory_bytes(backend: str) -> int:
+    """Bytes free for work arrays: the device's free memory ("cupy") or the host's available memory."""
+    if backend == "cupy":
+        return _cupy_free_memory()
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # not POSIX: no bound known
+        return 2**63 - 1
+
+
+def segment_sums(values, offsets):
+    """``out[s] = values[offsets[s]:offsets[s+1]].sum(axis=0)``, each segment summed in index order.
+
+    ``offsets`` is non-decreasing, int64, with ``offsets[-1] == len(values)``;
+    empty segments sum to zero.  Deterministic: the same inputs give the
+    same bits from run to run.
+
+    >>> segment_sums(np.array([1.0, 2.0, 3.0, 4.0]), np.array([0, 1, 1, 4]))
+    array([1., 0., 9.])
+    """
+    if isinstance(values, np.ndarray):
+        n = len(offsets) - 1
+        out = np.zeros((n,) + values.shape[1:], dtype=values.dtype)
+        nonempty = np.flatnonzero(offsets[1:] > offsets[:-1])
+        if len(nonempty):
+            out[nonempty] = np.add.reduceat(values, offsets[:-1][nonempty], axis=0)
+        return out
+    return _cupy_segment_sums(values, offsets)
+
+
+def scatter_add(target, index, values) -> None:
+    """``target[index[k]] += values[k]`` for every k, repeated indices accumulating (order not fixed on a GPU).
+
+    >>> t = np.zeros(3); scatter_add(t, np.array([0, 2, 0]), np.array([1.0, 2.0, 3.0])); t
+    array([4., 0., 2.])
+    """
+    if isinstance(target, np.ndarray):
+        np.add.at(target, index, values)
+    else:
+        _cupy_scatter_add(target, index, values)
+
+
+# ---------------------------------------------------------------------------
+# CuPy-only helpers (each tested on a GPU; skipped, with the reason, elsewhere)
+
+
+def _cupy_free_memory() -> int:
+    import cupy
+
+    free, _total = cupy.cuda.runtime.memGetInfo()
+    return int(free) + int(cupy.get_default_memory_pool().free_bytes())  # the pool's cached blocks are free too
+
+
+def _cupy_segment_sums(values, offsets):
+    """Segment sums on the device: one thread per output value sums its segment in index order (a
+    ``cupy.ElementwiseKernel``), so the result is the same from run to run."""
+    import cupy
+
+    n = len(offsets) - 1
+    width = int(np.prod(values.shape[1:])) if values.ndim > 1 else 1
+    out = cupy.empty((n,) + values.shape[1:], dtype=values.dtype)
+    _segment_sum_kernel()(values.reshape(-1), cupy.asarray(offsets, dtype=cupy.int64), width,
+                          out.reshape(-1), size=n * width)
+    return out
+
+
+_SEGMENT_SUM = None
+
+
+def _segment_sum_kernel():
+    global _SEGMENT_SUM
+    if _SEGMENT_SUM is None:
+        import cupy
+
+        _SEGMENT_SUM = cupy.ElementwiseKernel(
+            "raw T values, raw int64 offsets, int64 width", "raw T out",
+            """
+            long long s = i / width, c = i % width;
+            T acc = 0;
+            for (long long r = offsets[s]; r < offsets[s + 1]; ++r) acc += values[r * width + c];
+            out[i] = acc;
+            """, "polydg_segment_sums")
+    return _SEGMENT_SUM
+
+
+def _cupy_scatter_add(target, index, values) -> None:
+    import cupyx
+
+    cupyx.scatter_add(target, index, values)
+
+
+# ---------------------------------------------------------------------------
 
 
 def quiet_openmp_workers(environ: MutableMapping[str, str] = os.environ) -> bool:

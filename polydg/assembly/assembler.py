@@ -33,7 +33,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from ..backend import resolve_backend
+from .. import backend as bk
 from ..errors import OptionError
 from ..problem import as_problem
 from ..threads import thread_count
@@ -79,7 +79,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
              backend: str = "numpy", elements: np.ndarray | None = None, face_penalty: np.ndarray | None = None,
              face_penalty_scale: np.ndarray | None = None,
              progress: Callable[[str, int, int], None] | None = None,
-             workspace: Workspace | None = None, comm=None) -> AssemblyResult:
+             workspace: Workspace | None = None, to_host: bool = False, comm=None) -> AssemblyResult:
     """Assemble the IP-dG matrix and load vector of ``problem`` on ``space``.
 
     Parameters
@@ -95,7 +95,8 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         for the convergence runs behind the default
     quadrature_extra : added to the default exactness degree 2p + 1
     memory_budget_mb : bound on the working memory of one chunk of quadrature points
-    backend : "numpy" (the CPU path)
+    backend : "numpy" (the CPU path), "cupy" (the GPU path: ``cuda_passes.py``, the same plan
+        executed by numba-cuda kernels) or "auto" (cupy when a GPU is usable)
     elements : assemble only the rows of these elements (an increasing
         array of element ids: the rows of one MPI rank), numbered
         consecutively in that order; columns stay global.  Default all.
@@ -117,6 +118,8 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         an array pays for its new memory: at 2D p = 1 (2M points, 25k dofs)
         that is about 0.005 s of a 0.05 s assembly.  The returned matrix and
         vector never share memory with it; one assembly at a time may use it.
+    to_host : with backend "cupy", return a SciPy matrix and a NumPy vector
+        instead of a ``cupyx.scipy.sparse.csr_matrix`` and a CuPy array
     comm : an mpi4py communicator (any number of ranks, one included): the
         assembly is distributed over its ranks (:func:`polydg.distributed.assemble_distributed`;
         ``space`` is read on rank 0 only) and each rank gets a
@@ -163,7 +166,12 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         if face_penalty_scale.shape != (space.mesh.n_faces,) or not (face_penalty_scale >= 0).all():
             raise OptionError(f"face_penalty_scale must be ({space.mesh.n_faces},) factors >= 0 (one per face), "
                               f"got shape {face_penalty_scale.shape}")
-    backend = resolve_backend(backend)
+    backend = bk.resolve_backend(backend)
+    on_device = bk.is_device(backend)
+    if on_device and approach == "1":
+        raise OptionError("approach '1' runs on the CPU only; on a GPU use approach 2 or atomic")
+    if backend == "cupy":  # a chunk's points and coefficients must also fit the device's free memory
+        memory_budget_mb = min(memory_budget_mb, bk.free_memory_bytes("cupy") / 2**20 / 4)
     dtype = PRECISIONS[precision]
     mesh = space.mesh
     d = mesh.dim
@@ -177,6 +185,8 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         raise OptionError(f"elements must be a non-empty increasing array of element ids in [0, {n_el})")
     if face_penalty is not None and np.shape(face_penalty) != (mesh.n_faces,):
         raise OptionError(f"face_penalty has shape {np.shape(face_penalty)}, expected ({mesh.n_faces},) (one per face)")
+    if on_device and (len(elements) != elements[-1] - elements[0] + 1 or getattr(space, "basis", "P") != "P"):
+        raise OptionError("the GPU path assembles contiguous element ranges of P_p spaces for now")
     if workspace is None:
         workspace = Workspace()  # points and coefficients of one chunk at a time, reused by the next
     timer = Timer()
@@ -191,12 +201,18 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     plan = plan_assembly(space, problem, approach=approach, dtype=dtype, penalty=penalty, penalty_kind=penalty_kind,
                          quadrature_extra=quadrature_extra, memory_budget_mb=memory_budget_mb, elements=elements,
                          face_penalty=face_penalty, timer=timer, face_penalty_scale=face_penalty_scale)
-    ctx = PassContext(plan, Coefficients(problem, d, dtype, thread_count(), workspace), workspace, timer, progress)
-    volume_pass(plan, ctx)
-    interior_face_pass(plan, ctx)
-    for mode, key in boundary_modes(problem):
-        boundary_face_pass(plan, ctx, mode, key)
-    matrix = ctx.matrix()
+    coefficients = Coefficients(problem, d, dtype, thread_count(), workspace)
+    if on_device:  # the same plan, a second executor
+        from .cuda_passes import assemble_on_device
+
+        matrix, rhs = assemble_on_device(plan, backend, coefficients, workspace, timer, progress, to_host)
+    else:
+        ctx = PassContext(plan, coefficients, workspace, timer, progress)
+        volume_pass(plan, ctx)
+        interior_face_pass(plan, ctx)
+        for mode, key in boundary_modes(problem):
+            boundary_face_pass(plan, ctx, mode, key)
+        matrix, rhs = ctx.matrix(), ctx.rhs
 
     tt = timer.t
     tt["total_kernels"] = tt["element_kernel"] + tt["interior_kernel"] + tt["boundary_kernel"] + tt["inflow_kernel"]
@@ -215,10 +231,11 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         "degree": {"min": space.min_degree, "max": space.max_degree},
         "precision": precision,
         "backend": backend,
+        "device": bk.device_name(backend),
         "approach": approach,
         "penalty": {"constant": penalty, "kind": penalty_kind},
         "quadrature_extra": quadrature_extra,
         "chunks": len(plan.chunks),
         "timings": dict(tt),
     }
-    return AssemblyResult(matrix, ctx.rhs, plan.face_penalty, info)
+    return AssemblyResult(matrix, rhs, plan.face_penalty, info)

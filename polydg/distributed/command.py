@@ -34,7 +34,7 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     root = rank == 0
     quiet = (lambda message: None)
     tell = say if root else quiet
-    opts = check_options(args)  # the same options on every rank: the same error everywhere, printed once
+    opts = check_options(args, tell)  # the same options on every rank: the same error everywhere, printed once
     if args.no_gather and opts["method"]:
         raise OptionError("--solve needs the whole matrix on rank 0; drop --no-gather")
     if args.no_gather and not args.output:

@@ -241,7 +241,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         else:
             if assembler is None:
                 result = assemble(space, slab, workspace=workspace, face_penalty_scale=penalty_scale,
-                                  **assemble_options)
+                                  to_host=True, **assemble_options)  # solved on the host
             else:  # e.g. every MPI rank assembling its rows (polydg.distributed.spacetime)
                 result = assembler(space, (t0, t1), workspace=workspace, face_penalty_scale=penalty_scale,
                                    **assemble_options)

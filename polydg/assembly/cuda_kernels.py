@@ -1,0 +1,368 @@
+"""The assembly kernels for the GPU, compiled by numba-cuda from the per-point forms of ``forms.py``.
+
+One source of the mathematics: the device functions below are
+``forms.py``'s and ``basis.py``'s own Python functions compiled with
+``cuda.jit(device=True)`` (the CPU compiles the same source with
+``numba.njit``).  Only the launch structure is the GPU's:
+
+* row kernels (the deterministic default, Approach 2): one thread per
+  element sums its sub-simplices' (volume), its interfaces' faces' (interior)
+  or its boundary faces' points into local blocks, in a fixed order, and adds
+  each block once at its CSR position.  No two threads touch the same entry,
+  so the result is bitwise the same from run to run.
+* entity kernels (``approach="atomic"``, the paper's scatter): one thread per
+  sub-simplex, per interior face side or per boundary face adds its block into
+  the CSR values with ``cuda.atomic.add`` (the order of the additions, and so
+  the last bits, vary from run to run).
+
+The kernels are made per (dimension, largest degree, dtype) by
+:func:`gpu_kernels`: those are constants of the compiled code, so the
+per-thread work arrays (``cuda.local.array``) have compile-time shapes, and
+the bases' multi-index table and Legendre recurrence are constant memory
+(``cuda.const.array_like``).  Elements of lower degree use the leading
+entries (mixed degrees).  Arrays are device arrays: CuPy arrays on a GPU,
+NumPy arrays under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``, set
+before ``numba.cuda`` is first imported; this module imports it, so it is
+imported only by the GPU executor, ``cuda_passes.py``).
+
+Coefficient arrays have one row per quadrature point or a single row (a
+constant); ``_row`` picks the right one, as on the CPU.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from types import SimpleNamespace
+
+import numpy as np
+from numba import config, cuda, from_dtype  # ``cuda`` at module level: the simulator swaps it while a kernel runs
+
+from ..basis import element_box_tables, eval_basis_point_scaled, legendre_recurrence, multi_indices
+from .forms import dirichlet_point, inflow_point, interior_face_point, load_point, neumann_point, normal_flux, volume_point
+from .kernels import DIFFUSIVE, _dot_normal
+
+#: threads per block: a multiple of the warp on a GPU; the simulator runs a Python thread per GPU thread
+THREADS = 32 if config.ENABLE_CUDASIM else 128
+
+# the per-point mathematics, compiled for the device from the CPU's source
+_box_tables = cuda.jit(device=True)(element_box_tables.py_func)
+_basis = cuda.jit(device=True)(eval_basis_point_scaled.py_func)
+_volume = cuda.jit(device=True)(volume_point.py_func)
+_load = cuda.jit(device=True)(load_point.py_func)
+_flux = cuda.jit(device=True)(normal_flux.py_func)
+_dot_n = cuda.jit(device=True)(_dot_normal.py_func)
+_interior = cuda.jit(device=True)(interior_face_point.py_func)
+_dirichlet = cuda.jit(device=True)(dirichlet_point.py_func)
+_inflow = cuda.jit(device=True)(inflow_point.py_func)
+_neumann = cuda.jit(device=True)(neumann_point.py_func)
+
+
+# ---------------------------------------------------------------------------
+# one entity's points into local blocks (shared by the row and entity kernels)
+
+
+@cuda.jit(device=True)
+def _row(r, a):
+    return r if a.shape[0] > 1 else 0
+
+
+@cuda.jit(device=True)
+def simplex_terms(r0, r1, X, W, A, B, C, F, box, scale, rec, p, table, nb, leg, dleg, phi, gradT, ag, bg, block, vec):
+    """Add the volume terms and load of the points r0:r1 (one sub-simplex) to block and vec."""
+    for r in range(r0, r1):
+        _basis(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, gradT)
+        _volume(W[r], phi, gradT, nb, A[_row(r, A)], B[_row(r, B)], C[_row(r, C)], block, ag, bg)
+        _load(W[r], phi, nb, F[_row(r, F)], vec)
+
+
+@cuda.jit(device=True)
+def interior_terms(r0, r1, X, W, A, B, n, sigma, boxK, scaleK, pK, nbK, boxN, scaleN, pN, nbN, rec, table, An,
+                   leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN, bKK, bKN):
+    """Add the rows of element K at the points r0:r1 of a face shared with N (n: the normal out of K)."""
+    d = X.shape[1]
+    for r in range(r0, r1):
+        _basis(X[r], boxK, scaleK, rec, pK, table, nbK, leg, dleg, phiK, gradK)
+        _basis(X[r], boxN, scaleN, rec, pN, table, nbN, leg, dleg, phiN, gradN)
+        _dot_n(A[_row(r, A)], n, An)
+        _flux(gradK, nbK, An, fluxK)
+        _flux(gradN, nbN, An, fluxN)
+        b = B[_row(r, B)]
+        bn = b[0] * n[0]
+        for k in range(1, d):
+            bn += b[k] * n[k]
+        _interior(W[r], phiK, fluxK, nbK, phiN, fluxN, nbN, bn, sigma, bKK, bKN)
+
+
+@cuda.jit(device=True)
+def boundary_terms(mode, r0, r1, X, W, A, B, GD, GN, NEU, n, sigma, box, scale, rec, p, table, nb, An, leg, dleg,
+                   phi, gradT, flux, block, vec):
+    """Add the boundary terms of the points r0:r1 of one boundary face (n outward), as ``kernels.py`` does:
+
+    mode DIFFUSIVE: where n.A n > 0, the Dirichlet SIP terms or the Neumann load;
+    mode INFLOW: where b.n < 0 off the Neumann part, the upwind terms (outflow points add nothing).
+    """
+    d = X.shape[1]
+    for r in range(r0, r1):
+        ana = _dot_n(A[_row(r, A)], n, An)
+        neumann = NEU[_row(r, NEU)] != 0
+        if mode == DIFFUSIVE:
+            if ana > 0:
+                _basis(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, gradT)
+                if neumann:
+                    _neumann(W[r], phi, nb, GN[_row(r, GN)], vec)
+                else:
+                    _flux(gradT, nb, An, flux)
+                    _dirichlet(W[r], phi, flux, nb, sigma, GD[_row(r, GD)], block, vec)
+        else:
+            b = B[_row(r, B)]
+            bn = b[0] * n[0]
+            for k in range(1, d):
+                bn += b[k] * n[k]
+            if bn < 0 and not (ana > 0 and neumann):
+                _basis(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, gradT)
+                _inflow(W[r], phi, nb, bn, GD[_row(r, GD)], block, vec)
+
+
+# ---------------------------------------------------------------------------
+# writing local blocks into the CSR values: once per block (rows) or atomically (entities)
+
+
+@cuda.jit(device=True)
+def _zero_block(block, nr, nc):
+    for i in range(nr):
+        for j in range(nc):
+            block[i, j] = 0
+
+
+@cuda.jit(device=True)
+def _zero_vec(vec, n):
+    for i in range(n):
+        vec[i] = 0
+
+
+@cuda.jit(device=True)
+def _add_block(data, pos, width, block, nr, nc):
+    for i in range(nr):
+        for j in range(nc):
+            data[pos + i * width + j] += block[i, j]
+
+
+@cuda.jit(device=True)
+def _add_vec(rhs, first, vec, n):
+    for i in range(n):
+        rhs[first + i] += vec[i]
+
+
+@cuda.jit(device=True)
+def _atomic_block(data, pos, width, block, nr, nc):
+    for i in range(nr):
+        for j in range(nc):
+            cuda.atomic.add(data, pos + i * width + j, block[i, j])
+
+
+@cuda.jit(device=True)
+def _atomic_vec(rhs, first, vec, n):
+    for i in range(n):
+        cuda.atomic.add(rhs, first + i, vec[i])
+
+
+# ---------------------------------------------------------------------------
+# the kernels, per (dimension, largest degree, dtype)
+
+
+def launch(kernel, n: int, *args) -> None:
+    """Run ``kernel`` with at least ``n`` threads (one per element or entity), ``THREADS`` per block."""
+    if n > 0:
+        kernel[(n + THREADS - 1) // THREADS, THREADS](n, *args)
+
+
+@lru_cache(maxsize=None)
+def gpu_kernels(dim: int, pmax: int, dtype) -> SimpleNamespace:
+    """The GPU kernels of a ``dim``-dimensional space of degrees <= ``pmax`` in ``dtype`` (float64 or float32).
+
+    Each kernel's first argument is the number of threads that do work
+    (:func:`launch` passes it); the rest are documented at their launch in
+    ``cuda_passes.py``.  Compiled by numba-cuda at their first launch.
+    """
+    D, P1 = int(dim), int(pmax) + 1
+    TABLE = np.ascontiguousarray(multi_indices(int(pmax), D), dtype=np.int64)
+    REC = legendre_recurrence(int(pmax), np.dtype(dtype))
+    NB = len(TABLE)
+    DT = from_dtype(np.dtype(dtype))
+
+    # -- volume ---------------------------------------------------------------
+
+    @cuda.jit
+    def volume_rows(n_el, e_lo, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, row_base,
+                    row_width, block_start, diag_entry, dof_offsets, first_row, data, rhs):
+        t = cuda.grid(1)
+        if t >= n_el:
+            return
+        table = cuda.const.array_like(TABLE)
+        rec = cuda.const.array_like(REC)
+        box, scale = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
+        leg, dleg = cuda.local.array((D, P1), DT), cuda.local.array((D, P1), DT)
+        phi, gradT = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT)
+        ag, bg = cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
+        block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
+        e = e_lo + t
+        nb, p = nbasis[e], degree[e]
+        _zero_block(block, nb, nb)
+        _zero_vec(vec, nb)
+        _box_tables(lo[e], hi[e], p, box, scale)
+        for s in range(element_offsets[e] - s_lo, element_offsets[e + 1] - s_lo):  # sub-simplices in order
+            simplex_terms(pts[s], pts[s + 1], X, W, A, B, C, F, box, scale, rec, p, table, nb, leg, dleg, phi,
+                          gradT, ag, bg, block, vec)
+        _add_block(data, row_base[e] + block_start[diag_entry[e]], row_width[e], block, nb, nb)
+        _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
+
+    @cuda.jit
+    def volume_atomic(n_s, s_lo, simplex_element, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, row_base,
+                      row_width, block_start, diag_entry, dof_offsets, first_row, data, rhs):
+        t = cuda.grid(1)
+        if t >= n_s:
+            return
+        table = cuda.const.array_like(TABLE)
+        rec = cuda.const.array_like(REC)
+        box, scale = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
+        leg, dleg = cuda.local.array((D, P1), DT), cuda.local.array((D, P1), DT)
+        phi, gradT = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT)
+        ag, bg = cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
+        block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
+        e = simplex_element[s_lo + t]
+        nb, p = nbasis[e], degree[e]
+        _zero_block(block, nb, nb)
+        _zero_vec(vec, nb)
+        _box_tables(lo[e], hi[e], p, box, scale)
+        simplex_terms(pts[t], pts[t + 1], X, W, A, B, C, F, box, scale, rec, p, table, nb, leg, dleg, phi, gradT,
+                      ag, bg, block, vec)
+        _atomic_block(data, row_base[e] + block_start[diag_entry[e]], row_width[e], block, nb, nb)
+        _atomic_vec(rhs, dof_offsets[e] - first_row, vec, nb)
+
+    # -- interior faces ---------------------------------------------------------
+
+    @cuda.jit
+    def interior_rows(n_el, e_lo, adj_offsets, adj_col, adj_interface, interface_offsets, face_local, pts, X, W, A, B,
+                      normal, sigma, lo, hi, degree, nbasis, row_base, row_width, block_start, diag_entry, data):
+        t = cuda.grid(1)
+        if t >= n_el:
+            return
+        table = cuda.const.array_like(TABLE)
+        rec = cuda.const.array_like(REC)
+        boxK, scaleK = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
+        boxN, scaleN = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
+        leg, dleg = cuda.local.array((D, P1), DT), cuda.local.array((D, P1), DT)
+        phiK, gradK, fluxK = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
+        phiN, gradN, fluxN = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
+        n, An = cuda.local.array(D, DT), cuda.local.array(D, DT)
+        bKK, bKN = cuda.local.array((NB, NB), DT), cuda.local.array((NB, NB), DT)
+        e = e_lo + t
+        nbK, pK = nbasis[e], degree[e]
+        _zero_block(bKK, nbK, nbK)
+        _box_tables(lo[e], hi[e], pK, boxK, scaleK)
+        for k in range(adj_offsets[e], adj_offsets[e + 1]):  # e's neighbours in column order
+            i_f = adj_interface[k]
+            if i_f < 0:
+                continue  # the diagonal entry
+            c = adj_col[k]
+            nbN, pN = nbasis[c], degree[c]
+            _zero_block(bKN, nbK, nbN)
+            _box_tables(lo[c], hi[c], pN, boxN, scaleN)
+            sign = 1.0 if e < c else -1.0  # stored normals point from the lower element to the higher
+            for f in range(interface_offsets[i_f], interface_offsets[i_f + 1]):  # the interface's faces in order
+                for m in range(D):
+                    n[m] = sign * normal[f, m]
+                fl = face_local[f]
+                interior_terms(pts[fl], pts[fl + 1], X, W, A, B, n, sigma[f], boxK, scaleK, pK, nbK, boxN, scaleN, pN,
+                               nbN, rec, table, An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN, bKK, bKN)
+            _add_block(data, row_base[e] + block_start[k], row_width[e], bKN, nbK, nbN)
+        _add_block(data, row_base[e] + block_start[diag_entry[e]], row_width[e], bKK, nbK, nbK)
+
+    @cuda.jit
+    def interior_atomic(n_sides, f_lo, face_elements, side_entry, pts, X, W, A, B, normal, sigma, lo, hi, degree,
+                        nbasis, row_base, row_width, block_start, diag_entry, data):
+        t = cuda.grid(1)
+        if t >= n_sides:
+            return
+        table = cuda.const.array_like(TABLE)
+        rec = cuda.const.array_like(REC)
+        boxK, scaleK = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
+        boxN, scaleN = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
+        leg, dleg = cuda.local.array((D, P1), DT), cuda.local.array((D, P1), DT)
+        phiK, gradK, fluxK = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
+        phiN, gradN, fluxN = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
+        n, An = cuda.local.array(D, DT), cuda.local.array(D, DT)
+        bKK, bKN = cuda.local.array((NB, NB), DT), cuda.local.array((NB, NB), DT)
+        fl, side = t // 2, t % 2  # thread 2 fl + side: the rows of face fl's element on that side
+        f = f_lo + fl
+        e, c = face_elements[f, side], face_elements[f, 1 - side]
+        nbK, pK, nbN, pN = nbasis[e], degree[e], nbasis[c], degree[c]
+        _zero_block(bKK, nbK, nbK)
+        _zero_block(bKN, nbK, nbN)
+        _box_tables(lo[e], hi[e], pK, boxK, scaleK)
+        _box_tables(lo[c], hi[c], pN, boxN, scaleN)
+        sign = 1.0 if side == 0 else -1.0
+        for m in range(D):
+            n[m] = sign * normal[f, m]
+        interior_terms(pts[fl], pts[fl + 1], X, W, A, B, n, sigma[f], boxK, scaleK, pK, nbK, boxN, scaleN, pN, nbN,
+                       rec, table, An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN, bKK, bKN)
+        _atomic_block(data, row_base[e] + block_start[diag_entry[e]], row_width[e], bKK, nbK, nbK)
+        _atomic_block(data, row_base[e] + block_start[side_entry[fl, side]], row_width[e], bKN, nbK, nbN)
+
+    # -- boundary faces -----------------------------------------------------------
+
+    @cuda.jit
+    def boundary_rows(n_el, e_lo, mode, boundary_offsets, face_local, pts, X, W, A, B, GD, GN, NEU, normal, sigma,
+                      lo, hi, degree, nbasis, row_base, row_width, block_start, diag_entry, dof_offsets, first_row,
+                      data, rhs):
+        t = cuda.grid(1)
+        if t >= n_el:
+            return
+        e = e_lo + t
+        if boundary_offsets[e] == boundary_offsets[e + 1]:
+            return  # no boundary face
+        table = cuda.const.array_like(TABLE)
+        rec = cuda.const.array_like(REC)
+        box, scale = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
+        leg, dleg = cuda.local.array((D, P1), DT), cuda.local.array((D, P1), DT)
+        phi, gradT, flux = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
+        An = cuda.local.array(D, DT)
+        block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
+        nb, p = nbasis[e], degree[e]
+        _zero_block(block, nb, nb)
+        _zero_vec(vec, nb)
+        _box_tables(lo[e], hi[e], p, box, scale)
+        for f in range(boundary_offsets[e], boundary_offsets[e + 1]):  # e's boundary faces in order
+            fl = face_local[f]
+            boundary_terms(mode, pts[fl], pts[fl + 1], X, W, A, B, GD, GN, NEU, normal[f], sigma[f], box, scale, rec,
+                           p, table, nb, An, leg, dleg, phi, gradT, flux, block, vec)
+        _add_block(data, row_base[e] + block_start[diag_entry[e]], row_width[e], block, nb, nb)
+        _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
+
+    @cuda.jit
+    def boundary_atomic(n_f, f_lo, mode, face_elements, pts, X, W, A, B, GD, GN, NEU, normal, sigma, lo, hi, degree,
+                        nbasis, row_base, row_width, block_start, diag_entry, dof_offsets, first_row, data, rhs):
+        t = cuda.grid(1)
+        if t >= n_f:
+            return
+        table = cuda.const.array_like(TABLE)
+        rec = cuda.const.array_like(REC)
+        box, scale = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
+        leg, dleg = cuda.local.array((D, P1), DT), cuda.local.array((D, P1), DT)
+        phi, gradT, flux = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
+        An = cuda.local.array(D, DT)
+        block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
+        f = f_lo + t
+        e = face_elements[f, 0]
+        nb, p = nbasis[e], degree[e]
+        _zero_block(block, nb, nb)
+        _zero_vec(vec, nb)
+        _box_tables(lo[e], hi[e], p, box, scale)
+        boundary_terms(mode, pts[t], pts[t + 1], X, W, A, B, GD, GN, NEU, normal[f], sigma[f], box, scale, rec, p,
+                       table, nb, An, leg, dleg, phi, gradT, flux, block, vec)
+        _atomic_block(data, row_base[e] + block_start[diag_entry[e]], row_width[e], block, nb, nb)
+        _atomic_vec(rhs, dof_offsets[e] - first_row, vec, nb)
+
+    return SimpleNamespace(volume_rows=volume_rows, volume_atomic=volume_atomic, interior_rows=interior_rows,
+                           interior_atomic=interior_atomic, boundary_rows=boundary_rows,
+                           boundary_atomic=boundary_atomic)

@@ -1,0 +1,73 @@
+"""Compile every GPU kernel of the executor to PTX with numba-cuda and NVVM, on a machine without a GPU.
+
+The simulator runs the kernels' Python source, so it cannot see what only
+the real compiler checks: numba-cuda's typing of the device code, local
+arrays of compile-time shapes, constant memory, atomics, and NVVM itself.
+This script runs the GPU executor (``cuda_passes.py``) on NumPy arrays with
+its launches replaced by a record of each kernel and its arguments, then
+compiles each recorded kernel with ``numba.cuda.compile_ptx`` for compute
+capability 9.0 (an H100).  Two stand-ins make that possible without a
+driver: the current device's compute capability (asked for when a kernel
+calls a device function) and the path of NVVM's libdevice (numba-cuda finds
+it through NVRTC, which a CUDA toolkit without NVRTC lacks).
+
+    python tests/gpu_ptx_check.py LIBDEVICE CASE [CASE ...]
+
+prints one line per kernel and ``GPU-PTX-OK`` (or ``GPU-PTX-SKIP`` and why,
+where NVVM is missing); a failure to compile raises.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numba
+import numba.cuda.cudadrv.libs as cuda_libs
+import numba.cuda.cudadrv.nvvm as cuda_nvvm
+import numba.cuda.dispatcher as cuda_dispatcher
+from numba import cuda
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from polydg import backend as bk  # noqa: E402
+from polydg.assembly import assemble, cuda_passes  # noqa: E402
+from tests.gpu_simulator_cases import case_setup  # noqa: E402
+
+CC = (9, 0)
+
+
+def main(libdevice: str, cases: list[str]) -> int:
+    if not cuda_nvvm.is_available():
+        print("GPU-PTX-SKIP NVVM (libnvvm) is not available")
+        return 0
+    cuda_nvvm.get_libdevice = cuda_libs.get_libdevice = lambda: libdevice
+    cuda_dispatcher.get_current_device = lambda: SimpleNamespace(compute_capability=CC)
+    calls = {}
+
+    def record(ctx, name, n, key, *args):
+        kernel = getattr(ctx.kernels, name)
+        calls.setdefault((name, ctx.plan.mesh.dim, ctx.plan.dtype.__name__), (kernel, (0,) + args))
+
+    cuda_passes.DeviceContext.run = record
+    bk.resolve_backend = lambda name, say=None: bk.SIMULATOR  # the executor on NumPy arrays, nothing launched
+    for case in cases:
+        space, problem = case_setup(case)
+        for approach in ("2", "atomic"):
+            for precision in ("double", "single"):
+                assemble(space, problem, approach=approach, precision=precision, backend=bk.SIMULATOR)
+    for (name, dim, dtype), (kernel, args) in sorted(calls.items()):
+        start = time.perf_counter()
+        ptx, _ = cuda.compile_ptx(kernel.py_func, tuple(numba.typeof(a) for a in args), cc=CC)
+        print(f"{name:16s} {dim}D {dtype:8s} PTX {len(ptx) // 1024:5d} kB in {time.perf_counter() - start:.1f} s",
+              flush=True)
+        if ".entry" not in ptx:
+            raise RuntimeError(f"{name}: no kernel entry in the PTX")
+    print(f"GPU-PTX-OK {len(calls)} kernels for sm_{CC[0]}{CC[1]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2:]))

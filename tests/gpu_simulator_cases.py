@@ -1,0 +1,115 @@
+"""The GPU executor's test cases, run under numba-cuda's simulator in a subprocess of ``test_gpu_assembly.py``.
+
+``NUMBA_ENABLE_CUDASIM=1`` must be set before ``numba.cuda`` is first
+imported, so the simulator cannot run inside the pytest process that runs
+the CPU tests.  ``python tests/gpu_simulator_cases.py OUT.npz`` (with that
+variable set) assembles every case of :data:`CASES` in each of its
+:data:`VARIANTS` with the GPU kernels on NumPy arrays (backend ``"cudasim"``)
+and saves the CSR values and load vectors; the test compares them with the
+CPU's, computed in its own process from the same :func:`case_setup`.
+
+Tiny meshes on purpose: the simulator runs one Python thread per GPU thread.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from polydg.mesh import from_spec
+from polydg.partition import agglomerate
+from polydg.problem import Problem, builtin_problem
+from polydg.space import DGSpace
+
+#: name -> (mesh spec, elements after agglomeration, degree range, problem name)
+CASES = {
+    "2d-all-kinds": ("square:2", 3, (1, 3), "all-kinds"),
+    "2d-change-of-type": ("square:2", 3, (1, 3), "change-of-type"),
+    "2d-advection": ("square:2", 3, (1, 2), "advection"),
+    "3d-all-kinds": ("cube:1", 3, (1, 2), "all-kinds"),
+    "3d-change-of-type": ("cube:1", 3, (1, 2), "change-of-type"),
+}
+
+#: variant -> assemble() options; "rows-again" repeats "rows" (bitwise repeatability)
+VARIANTS = {
+    "rows": {"approach": "2"},
+    "rows-again": {"approach": "2"},
+    "atomic": {"approach": "atomic"},
+    "rows-single": {"approach": "2", "precision": "single"},
+    "atomic-single": {"approach": "atomic", "precision": "single"},
+}
+
+#: extra variants of the first case: several chunks, and the rows of a range of elements
+EXTRA = {
+    "2d-all-kinds": {
+        "rows-chunked": {"approach": "2", "memory_budget_mb": 0.002},
+        "atomic-chunked": {"approach": "atomic", "memory_budget_mb": 0.002},
+        "rows-range": {"approach": "2", "elements": np.arange(1, 3)},
+    },
+}
+
+
+def all_kinds_problem(d: int) -> Problem:
+    """Every face kind in one problem: pointwise A (SPD, anisotropic), b, c, f; Dirichlet, Neumann, inflow, outflow.
+
+    b = (1, -1/2, ...) + x/4: x_0 = 0 is inflow and Neumann (the inflow terms
+    are skipped there), x_1 = 1 inflow and Dirichlet, x_0 = 1 outflow and
+    Neumann, the rest Dirichlet, inflow or outflow by the sign of b.n.
+    """
+
+    def diffusion(x):
+        A = np.zeros((len(x), d, d))
+        for k in range(d):
+            A[:, k, k] = 1.0 + 0.5 * x[:, k] ** 2
+        A[:, 0, 1] = A[:, 1, 0] = 0.2 * x[:, 0]
+        return A
+
+    def advection(x):
+        return np.array([1.0, -0.5, 0.25][:d]) + 0.25 * x
+
+    return Problem(
+        name="all-kinds", diffusion=diffusion, advection=advection,
+        reaction=lambda x: 1.0 + x[:, 0] * x[:, 1],
+        source=lambda x: np.cos(x.sum(axis=1)),
+        dirichlet=lambda x: np.sin(x[:, 0] + 2 * x[:, 1]),
+        neumann=lambda x, normal: 1.0 + x[:, 1] * normal[:, 0],
+        is_neumann=lambda x, normal: np.abs(normal[:, 0]) > 0.5,
+        dim=d,
+    )
+
+
+def case_setup(name: str):
+    """The space and problem of case ``name``."""
+    spec, n_el, (p_lo, p_hi), problem_name = CASES[name]
+    mesh = agglomerate(from_spec(spec), n_el)
+    degree = np.random.default_rng(1).integers(p_lo, p_hi + 1, size=mesh.n_elements)
+    degree[0], degree[-1] = p_lo, p_hi  # both ends of the range: mixed degrees for certain
+    problem = all_kinds_problem(mesh.dim) if problem_name == "all-kinds" else builtin_problem(problem_name, mesh.dim)
+    return DGSpace(mesh, degree), problem
+
+
+def variants(name: str) -> dict[str, dict]:
+    return {**VARIANTS, **EXTRA.get(name, {})}
+
+
+def main(out: str) -> int:
+    from polydg.assembly import assemble
+
+    arrays, start = {}, time.perf_counter()
+    for name in CASES:
+        space, problem = case_setup(name)
+        for variant, options in variants(name).items():
+            result = assemble(space, problem, backend="cudasim", **options)
+            arrays[f"{name}/{variant}/data"] = result.matrix.data
+            arrays[f"{name}/{variant}/indices"] = result.matrix.indices
+            arrays[f"{name}/{variant}/rhs"] = result.rhs
+            arrays[f"{name}/{variant}/backend"] = np.array(result.info["backend"])
+    np.savez(out, **arrays)
+    print(f"GPU-SIMULATOR-CASES {len(arrays) // 4} assemblies in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,281 @@
+"""The GPU backend: numba-cuda kernels executing the CPU's assembly plan, and the CuPy-only helpers.
+
+Without a GPU the kernels run on numba-cuda's simulator, in one subprocess
+(``gpu_simulator_cases.py``: the simulator must be chosen before
+``numba.cuda`` is imported, and it must not touch the CPU tests in this
+process); its CSR values and load vectors are compared here with the CPU
+path's.  Tolerances: float64 within 1e-13 of the largest entry (the GPU sums
+pointwise forms, the CPU Legendre moments and batched products: same
+mathematics, other round-off); float32 within 1e-6 of the largest entry of
+the float64 matrix (measured on the simulator: at most 3.2e-7; the CPU's
+own float32 floor, ``test_assembly.test_single_precision_error_floor``, is
+1e-5 on a larger mesh).  The CuPy-only
+functions have tests that run where a GPU is present and are skipped, with
+the reason, elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from polydg import backend as bk
+from polydg.assembly import assemble
+from polydg.errors import OptionError
+
+from .gpu_simulator_cases import CASES, case_setup, variants
+
+REPO = Path(__file__).resolve().parents[1]
+F32_TOL = 1e-6
+
+NO_GPU = bk.gpu_unavailable_reason()
+needs_gpu = pytest.mark.skipif(NO_GPU is not None, reason=f"no GPU: {NO_GPU}")
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory) -> dict[str, np.ndarray]:
+    """Every case and variant assembled by the GPU kernels on the simulator (one subprocess)."""
+    out = tmp_path_factory.mktemp("gpu") / "cases.npz"
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
+               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    run = subprocess.run([sys.executable, str(REPO / "tests" / "gpu_simulator_cases.py"), str(out)], env=env,
+                         capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "GPU-SIMULATOR-CASES" in run.stdout
+    with np.load(out) as f:
+        return dict(f)
+
+
+def _libdevice() -> Path | None:
+    """NVVM's libdevice of a CUDA toolkit ($CUDA_HOME, or the newest /usr/local/cuda*), or None."""
+    roots = [Path(os.environ["CUDA_HOME"])] if os.environ.get("CUDA_HOME") else []
+    roots += sorted(Path("/usr/local").glob("cuda*"), reverse=True)
+    for root in roots:
+        found = sorted(root.glob("nvvm/libdevice/libdevice*.bc"))
+        if found:
+            return found[-1]
+    return None
+
+
+def test_gpu_kernels_compile_to_ptx_for_an_h100():
+    """numba-cuda and NVVM compile every kernel (3D, float64 and float32, both reductions): what the simulator
+    cannot check (device typing, local and constant memory, atomics)."""
+    libdevice = _libdevice()
+    if libdevice is None:
+        pytest.skip("no CUDA toolkit with NVVM's libdevice (set CUDA_HOME)")
+    env = dict(os.environ, NUMBA_FORCE_CUDA_CC="9.0", PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    run = subprocess.run([sys.executable, str(REPO / "tests" / "gpu_ptx_check.py"), str(libdevice), "3d-all-kinds"],
+                         env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    if "GPU-PTX-SKIP" in run.stdout:
+        pytest.skip(run.stdout.strip().splitlines()[-1])
+    assert run.returncode == 0 and "GPU-PTX-OK 12 kernels" in run.stdout, run.stdout + run.stderr
+
+
+def _cpu(name: str, options: dict):
+    space, problem = case_setup(name)
+    return assemble(space, problem, backend="numpy", **options)
+
+
+def _rel(got: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.abs(got.astype(np.float64) - ref.astype(np.float64)).max() / np.abs(ref).max())
+
+
+CASE_VARIANTS = [(name, v) for name in CASES for v in variants(name) if v != "rows-again"]
+
+
+@pytest.mark.parametrize("name, variant", CASE_VARIANTS)
+def test_gpu_kernels_match_the_cpu(simulated, name, variant):
+    options = variants(name)[variant]
+    key = f"{name}/{variant}"
+    assert str(simulated[f"{key}/backend"]) == "cudasim"
+    single = options.get("precision") == "single"
+    cpu = _cpu(name, {**options, "approach": "2"})  # the CPU's deterministic path as the reference
+    data, rhs = simulated[f"{key}/data"], simulated[f"{key}/rhs"]
+    assert np.array_equal(simulated[f"{key}/indices"], cpu.matrix.indices)  # the same pattern
+    assert data.dtype == cpu.matrix.data.dtype and rhs.dtype == cpu.rhs.dtype
+    if single:  # against the float64 matrix: the documented float32 floor
+        ref = _cpu(name, {**options, "approach": "2", "precision": "double"})
+        assert _rel(data, ref.matrix.data) <= F32_TOL
+        assert _rel(rhs, ref.rhs) <= F32_TOL
+    else:
+        assert _rel(data, cpu.matrix.data) <= 1e-13, _rel(data, cpu.matrix.data)
+        assert _rel(rhs, cpu.rhs) <= 1e-13, _rel(rhs, cpu.rhs)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_deterministic_gpu_kernels_are_bitwise_repeatable(simulated, name):
+    for part in ("data", "rhs"):
+        assert np.array_equal(simulated[f"{name}/rows/{part}"], simulated[f"{name}/rows-again/{part}"])
+    if f"{name}/rows-chunked/data" in simulated:  # each element's sums do not depend on the chunks
+        assert np.array_equal(simulated[f"{name}/rows/data"], simulated[f"{name}/rows-chunked/data"])
+        assert np.array_equal(simulated[f"{name}/rows/rhs"], simulated[f"{name}/rows-chunked/rhs"])
+
+
+def test_the_cases_cover_every_face_kind_mixed_degrees_and_chunks():
+    """What the comparisons above stand on: the tiny meshes have every boundary kind, mixed degrees, chunks."""
+    from polydg.assembly.points import simplex_points
+    from polydg.assembly.plan import face_rule_degrees
+
+    kinds = set()
+    for name in CASES:
+        space, problem = case_setup(name)
+        mesh = space.mesh
+        assert space.min_degree < space.max_degree, name
+        faces = np.arange(mesh.n_interior_faces, mesh.n_faces)
+        batch = simplex_points(mesh.points, mesh.face_measure[faces],
+                               face_rule_degrees(space.degree, mesh.face_elements, 0)[faces],
+                               cells=mesh.face_vertices[faces])
+        n = np.repeat(mesh.face_normal[faces], np.diff(batch.offsets), axis=0)
+        diffusive = (np.einsum("pi,pij,pj->p", n, np.broadcast_to(problem.diffusion_at(batch.x), (len(n),) +
+                                                                  (mesh.dim,) * 2), n) > 0
+                     if problem.has_diffusion else np.zeros(len(n), bool))
+        neumann = problem.neumann_mask(batch.x, n).astype(bool) if problem.is_neumann is not None else ~diffusive
+        bn = np.einsum("pi,pi->p", np.broadcast_to(problem.advection_at(batch.x), n.shape), n) \
+            if problem.has_advection else np.zeros(len(n))
+        kinds |= {k for k, present in (("dirichlet", (diffusive & ~neumann).any()), ("neumann", (diffusive & neumann).any()),
+                                       ("inflow", ((bn < 0) & ~diffusive).any()), ("outflow", ((bn > 0) & ~diffusive).any()),
+                                       ("neumann-inflow", (diffusive & neumann & (bn < 0)).any())) if present}
+    assert kinds == {"dirichlet", "neumann", "inflow", "outflow", "neumann-inflow"}
+    assert _cpu("2d-all-kinds", variants("2d-all-kinds")["rows-chunked"]).info["chunks"] > 1
+
+
+# ---------------------------------------------------------------------------
+# backend selection and the array primitives (NumPy here; CuPy below, on a GPU)
+
+
+def test_backend_selection(monkeypatch):
+    assert bk.resolve_backend("numpy") == "numpy"
+    said = []
+    chosen = bk.resolve_backend("auto", say=said.append)
+    assert chosen == ("numpy" if NO_GPU else "cupy") and len(said) == 1 and said[0].startswith(f"backend auto: {chosen}")
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    with pytest.raises(OptionError, match="NUMBA_ENABLE_CUDASIM"):
+        bk.resolve_backend("cudasim")  # the simulator's backend is refused outside the simulator
+    with pytest.raises(OptionError, match="unknown backend"):
+        bk.resolve_backend("opencl")
+    if NO_GPU:
+        with pytest.raises(OptionError, match="backend 'cupy'"):
+            bk.resolve_backend("cupy")
+
+
+def test_command_line_backends(capsys):
+    from polydg.assemble import main
+
+    assert main(["--mesh", "square:2", "--degree", "1", "--backend", "auto"]) == 0
+    assert f"backend auto: {'numpy' if NO_GPU else 'cupy'}" in capsys.readouterr().err
+    if NO_GPU:  # one line, exit 2
+        assert main(["--backend", "cupy"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("polydg.assemble: error: backend 'cupy': "), err
+
+
+def test_the_test_backend_switch_reaches_assemble():
+    """POLYDG_TEST_BACKEND (tests/conftest.py) decides where assemble() runs when a test names no backend."""
+    from .conftest import TEST_BACKEND
+
+    space, problem = case_setup("2d-advection")
+    result = assemble(space, problem)
+    assert result.info["backend"] == TEST_BACKEND
+    assert assemble(space, problem, approach="1").info["backend"] == "numpy"  # approach 1: the CPU's baseline
+    assert isinstance(result.rhs, np.ndarray)  # on the host, as the CPU tests expect
+
+
+def test_approach_1_is_cpu_only(monkeypatch):
+    space, problem = case_setup("2d-advection")
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")  # read by resolve_backend only: numba.cuda is not imported
+    with pytest.raises(OptionError, match="CPU only"):
+        assemble(space, problem, approach="1", backend="cudasim")
+
+
+def test_numpy_primitives():
+    v = np.arange(12.0).reshape(6, 2)
+    assert np.array_equal(bk.segment_sums(v, np.array([0, 2, 2, 6])), [[2.0, 4.0], [0.0, 0.0], [28.0, 32.0]])
+    t = np.zeros(4)
+    bk.scatter_add(t, np.array([3, 0, 3]), np.array([1.0, 2.0, 4.0]))
+    assert np.array_equal(t, [2.0, 0.0, 0.0, 5.0])
+    assert bk.array_module("numpy") is np and bk.to_host(bk.to_device([1, 2], "numpy")).tolist() == [1, 2]
+    assert bk.free_memory_bytes("numpy") > 0
+
+
+# ---------------------------------------------------------------------------
+# CuPy-only: run where a GPU is present, skipped (with the reason) elsewhere
+
+
+@needs_gpu
+def test_cupy_transfers_and_free_memory():
+    import cupy
+
+    a = bk.to_device(np.arange(5.0), "cupy")
+    assert isinstance(a, cupy.ndarray) and bk.array_module("cupy") is cupy
+    assert np.array_equal(bk.to_host(a), np.arange(5.0))
+    assert 0 < bk.free_memory_bytes("cupy") and bk.device_name()
+
+
+@needs_gpu
+def test_cupy_segment_sums_and_scatter_add_match_numpy():
+    import cupy
+
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal((1000, 3))
+    off = np.r_[0, np.sort(rng.integers(0, 1000, 99)), 1000]
+    got = bk.segment_sums(cupy.asarray(v), off)
+    assert np.allclose(bk.to_host(got), bk.segment_sums(v, off), rtol=1e-14, atol=1e-13)
+    assert np.array_equal(bk.to_host(bk.segment_sums(cupy.asarray(v), off)), bk.to_host(got))  # in order: repeatable
+    t, idx = cupy.zeros(7), rng.integers(0, 7, 50)
+    bk.scatter_add(t, cupy.asarray(idx), cupy.asarray(v[:50, 0]))
+    ref = np.zeros(7)
+    np.add.at(ref, idx, v[:50, 0])
+    assert np.allclose(bk.to_host(t), ref, rtol=1e-13)
+
+
+@needs_gpu
+@pytest.mark.parametrize("approach", ["2", "atomic"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_cupy_assembly_matches_numpy(name, approach):
+    import cupyx.scipy.sparse as csp
+
+    space, problem = case_setup(name)
+    cpu = assemble(space, problem)
+    gpu = assemble(space, problem, backend="cupy", approach=approach)
+    assert isinstance(gpu.matrix, csp.csr_matrix)
+    host = assemble(space, problem, backend="cupy", approach=approach, to_host=True)
+    assert host.matrix.indices.dtype == np.int64
+    assert _rel(gpu.matrix.data.get(), cpu.matrix.data) <= 1e-13
+    assert _rel(host.matrix.data, cpu.matrix.data) <= 1e-13 and _rel(host.rhs, cpu.rhs) <= 1e-13
+    if approach == "2":
+        again = assemble(space, problem, backend="cupy", to_host=True)
+        assert np.array_equal(again.matrix.data, host.matrix.data) and np.array_equal(again.rhs, host.rhs)
+
+
+# ---------------------------------------------------------------------------
+# the benchmark script (its GPU figures need a GPU; here its logic on the simulator)
+
+
+def test_bench_gpu_runs_on_the_simulator_and_refuses_without_a_gpu(tmp_path):
+    script = REPO / "launch" / "bench_gpu.py"
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    if NO_GPU:
+        refused = subprocess.run([sys.executable, str(script), "--case", "tiny"], env=env, capture_output=True,
+                                 text=True, timeout=300)
+        assert refused.returncode == 2 and "backend 'cupy'" in refused.stderr
+    out = tmp_path / "gpu.json"
+    run = subprocess.run([sys.executable, str(script), "--case", "tiny", "--degrees", "2", "--repeat", "1",
+                          "--backend", "cudasim", "--json", str(out)], env=dict(env, NUMBA_ENABLE_CUDASIM="1"),
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads(out.read_text())
+    assert report["device"] == "CPU simulator"
+    (res,) = report["results"]
+    assert set(res["runs"]) == {"cpu", "gpu-2", "gpu-atomic"}
+    for name in ("gpu-2", "gpu-atomic"):
+        assert res["runs"][name]["rel_diff_matrix"] <= 1e-13 and res["runs"][name]["rel_diff_rhs"] <= 1e-13
+        assert res["runs"][name]["total_kernels"] > 0
+    assert res["runs"]["gpu-2"]["bitwise_repeatable"] is True
