@@ -40,7 +40,7 @@ meshes: square:N, cube:N, oscillating-square:N (options :perturb=F:seed=S), or a
   (Gmsh .msh, VTU and other meshio formats, legacy VTK POLYDATA polygons).
 problems: paper-2d, paper-3d, poisson, advection, change-of-type, neumann,
   polynomial:P[:KIND[:SEED]], path/to/file.py:NAME or package.module:NAME;
-  space-time (with --time-slabs N [--final-time T]): paper-2d1.
+  space-time (with --time-slabs N [--final-time T]): paper-2d1, paper-3d1 (3D + 1: no --local-steps).
 output (--output DIR): matrix.npz (scipy.sparse.save_npz), rhs.npy, solution.npy (with --solve),
   solution.vtu (element id, degree, element means of the solution), summary.json.
 MPI: mpiexec -n N python -m polydg.assemble ... assembles on N ranks (one thread each unless

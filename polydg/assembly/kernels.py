@@ -52,6 +52,24 @@ from .moments import (MOMENT_BATCH, block_from_moments, legendre_values_batch, m
 DIFFUSIVE, INFLOW = 0, 1
 
 
+class KernelsByDimension(dict):
+    """``kernels[d]``: the kernel ``make(d)`` compiled for dimension d, made on first use.
+
+    Making one only defines its Numba dispatcher (it compiles, or loads from
+    the cache, on its first call); made on demand, a dimension that no run
+    needs (4: space-time slabs over 3D meshes) costs nothing, not even in
+    the caches.
+    """
+
+    def __init__(self, make) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, dim: int):
+        kernel = self[dim] = self.make(int(dim))
+        return kernel
+
+
 @njit(cache=True, inline="always")
 def _row(r, a):  # pragma: no cover - compiled
     return r if a.shape[0] > 1 else 0
@@ -312,7 +330,7 @@ def _element_rows_kernel(dim: int):
     return element_rows
 
 
-_ELEMENT_ROWS = {dim: _element_rows_kernel(dim) for dim in (1, 2, 3)}
+_ELEMENT_ROWS = KernelsByDimension(_element_rows_kernel)
 
 
 def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, *args) -> None:
@@ -464,7 +482,7 @@ def _interior_rows_kernel(dim: int):
     return interior_rows
 
 
-_INTERIOR_ROWS = {dim: _interior_rows_kernel(dim) for dim in (1, 2, 3)}
+_INTERIOR_ROWS = KernelsByDimension(_interior_rows_kernel)
 
 
 def interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_offsets, face_local, pts, X,
@@ -557,7 +575,7 @@ def _simplex_blocks_kernel(dim: int):
     return simplex_blocks
 
 
-_SIMPLEX_BLOCKS = {dim: _simplex_blocks_kernel(dim) for dim in (1, 2, 3)}
+_SIMPLEX_BLOCKS = KernelsByDimension(_simplex_blocks_kernel)
 
 
 def simplex_blocks(s_lo, s_hi, simplex_element, pts, X, *args) -> None:
@@ -613,7 +631,7 @@ def _interior_face_blocks_kernel(dim: int):
     return interior_face_blocks
 
 
-_INTERIOR_FACE_BLOCKS = {dim: _interior_face_blocks_kernel(dim) for dim in (1, 2, 3)}
+_INTERIOR_FACE_BLOCKS = KernelsByDimension(_interior_face_blocks_kernel)
 
 
 def interior_face_blocks(faces, face_elements, face_local, pts, X, *args) -> None:

@@ -84,6 +84,9 @@ def publish(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
 def write_vtu(path: str | os.PathLike, mesh: PolytopicMesh, cell_data: dict[str, np.ndarray] | None = None) -> None:
     """Write ``mesh`` with per-element ``cell_data`` (and the element id) to a VTU file.
 
+    A 4D mesh (a 3D + 1 space-time slab) is written as its top time plane:
+    the tetrahedra of its top faces, each with its element's data.
+
     The file appears complete or not at all (written to a temporary file,
     then renamed).
     """
@@ -112,10 +115,15 @@ def write_vtu(path: str | os.PathLike, mesh: PolytopicMesh, cell_data: dict[str,
             blocks.append(("triangle", mesh.simplices[sub]))
             block_elements.append(mesh.simplex_element[sub])
         points = np.column_stack([mesh.points, np.zeros(len(mesh.points))])
-    else:
+    elif mesh.dim == 3:
         blocks = [("tetra", mesh.simplices)]
         block_elements = [mesh.simplex_element]
         points = mesh.points
+    else:  # a space-time slab over a 3D mesh: VTU has no 4-simplices, so its top time plane, as tetrahedra
+        top = mesh.n_interior_faces + np.flatnonzero(mesh.face_normal[mesh.boundary_faces, -1] == 1.0)
+        blocks = [("tetra", mesh.face_vertices[top])]
+        block_elements = [mesh.face_elements[top, 0]]
+        points = np.ascontiguousarray(mesh.points[:, :3])
     cell_data_out = {name: [values[e] for e in block_elements] for name, values in data.items()}
     out = meshio.Mesh(points, blocks, cell_data=cell_data_out)
     path.parent.mkdir(parents=True, exist_ok=True)

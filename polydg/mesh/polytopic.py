@@ -27,7 +27,8 @@ DEGENERATE_TOL = 1e-10
 
 @dataclass
 class PolytopicMesh:
-    """A polygonal (2D) or polyhedral (3D) mesh, every array indexed by id.
+    """A polygonal (2D) or polyhedral (3D) mesh, every array indexed by id (4D: a space-time slab
+    over a 3D mesh, :mod:`polydg.spacetime.slab`).
 
     Sub-simplices
         ``points`` (n_points, d); ``simplices`` (n_sub, d+1), positively
@@ -255,12 +256,11 @@ def _raise_if_on_facet(fine: SimplexMesh, facets: np.ndarray, cells_of: np.ndarr
         t = x[i, 1] - x[i, 0]
         s = np.einsum("ni,ni->n", centroid[j] - x[i, 0], t) / np.einsum("ni,ni->n", t, t)
         inside = (s > 1e-9) & (s < 1 - 1e-9)
-    else:
-        e1, e2 = x[i, 1] - x[i, 0], x[i, 2] - x[i, 0]
+    else:  # the centroid's coordinates in facet i's edges e_k (rows of E): the Gram system E E^T lam = E r
+        E = x[i, 1:] - x[i, :1]  # (m, d-1, d)
         r = centroid[j] - x[i, 0]
-        g = np.stack([np.stack([np.einsum("ni,ni->n", e1, e1), np.einsum("ni,ni->n", e1, e2)], -1),
-                      np.stack([np.einsum("ni,ni->n", e2, e1), np.einsum("ni,ni->n", e2, e2)], -1)], -2)
-        rhs = np.stack([np.einsum("ni,ni->n", r, e1), np.einsum("ni,ni->n", r, e2)], -1)
+        g = np.einsum("nki,nli->nkl", E, E)
+        rhs = np.einsum("nki,ni->nk", E, r)
         lam = np.linalg.solve(g, rhs[..., None])[..., 0]
         inside = (lam > 1e-9).all(axis=1) & (lam.sum(axis=1) < 1 - 1e-9)
     if inside.any():

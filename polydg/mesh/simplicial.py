@@ -26,7 +26,8 @@ class SimplexMesh:
     Attributes
     ----------
     points : (n_points, d) float64
-        Vertex coordinates, d = 2 or 3.
+        Vertex coordinates, d = 2 or 3 (4: the slabs of space-time over 3D meshes,
+        :mod:`polydg.spacetime.slab`).
     cells : (n_cells, d + 1) int64
         Vertex indices of each simplex.
     boundary_facets : (n_tagged, d) int64
@@ -52,9 +53,9 @@ class SimplexMesh:
 
     def __post_init__(self) -> None:
         self.points = np.ascontiguousarray(self.points, dtype=np.float64)
-        if self.points.ndim != 2 or self.points.shape[1] not in (2, 3):
+        if self.points.ndim != 2 or self.points.shape[1] not in (2, 3, 4):
             raise MeshError(
-                f"{self.source}: points must have shape (n, 2) or (n, 3), "
+                f"{self.source}: points must have shape (n, 2), (n, 3) or (n, 4), "
                 f"got {self.points.shape}"
             )
         d = self.points.shape[1]
@@ -79,7 +80,7 @@ class SimplexMesh:
         return int(self.points.shape[1])
 
     def __repr__(self) -> str:
-        kind = "triangles" if self.dim == 2 else "tetrahedra"
+        kind = {2: "triangles", 3: "tetrahedra"}.get(self.dim, f"{self.dim}-simplices")
         extra = f", {int(self.cell_element.max()) + 1} polygons" if self.cell_element is not None else ""
         return (f"SimplexMesh({self.n_cells} {kind}, {len(self.points)} points, "
                 f"{len(self.boundary_tags)} tagged boundary facets{extra}, source={self.source!r})")

@@ -398,6 +398,63 @@ def paper_space_time_problem(d: int = 2) -> Problem:
     )
 
 
+def paper_space_time_3d_problem(d: int = 3) -> Problem:
+    """The 3D + 1 analogue of ``paper-2d1``: paper-3d's coefficients and paper-2d1's time factor.
+
+    u_t - div(a grad u) + w . grad u + c u = f on (0, 1)^3 x (0, T) with the
+    spatial part of paper-3d's coefficients, a = eps I (eps = 0.01),
+    w = (1 + x, 1 + y, 1 + z), c = 3 + x y z, and the exact solution
+
+        u = S (1 - t),   S = sin(pi x) sin(pi y) sin(pi z).
+
+    Derivation of f: u_t = -S, and the spatial operator applied to S is
+    paper-3d's source f_3d (:func:`paper_problem`), linear in u, so
+
+        f = -S + (1 - t) f_3d(x).
+
+    u_0 = S, g_D = u (zero on the boundary of the cube).  The callables take
+    space-time points (n, 4), time last; ``initial`` takes spatial points
+    (n, 3); ``dim`` is the spatial dimension.
+    """
+    if d != 3:
+        raise ProblemError(f"problem 'paper-3d1' exists over 3D meshes only, not {d}D")
+    eps = 0.01
+
+    def space_part(x):
+        return _column_product(np.sin(np.pi * x[:, :3]))
+
+    def exact(y):
+        return space_part(y) * (1.0 - y[:, 3])
+
+    def advection(y):
+        return 1.0 + y[:, :3]
+
+    def reaction(y):
+        out = _column_product(y[:, :3])
+        out += 3.0
+        return out
+
+    def source(y):
+        steady = _paper_source(np.ascontiguousarray(y[:, :3], dtype=np.float64), eps)
+        return (1.0 - y[:, 3]) * steady - space_part(y)
+
+    return Problem(
+        name="paper-3d1",
+        diffusion=eps,
+        advection=advection,
+        reaction=reaction,
+        source=source,
+        dirichlet=exact,
+        exact=exact,
+        description="3D + 1 analogue of paper-2d1 with paper-3d's coefficients: u_t - 0.01 Laplace u "
+                    "+ (1+x, 1+y, 1+z) . grad u + (3+xyz) u = f, u = sin(pi x) sin(pi y) sin(pi z) (1 - t)",
+        default_mesh=_default_mesh(3),
+        dim=3,
+        space_time=True,
+        initial=space_part,
+    )
+
+
 # ---------------------------------------------------------------------------
 # the registry
 
@@ -411,6 +468,7 @@ BUILTIN_PROBLEMS: dict[str, tuple[Callable[[int], Problem], tuple[int, ...] | No
     "change-of-type": (change_of_type_problem, None),
     "neumann": (neumann_problem, None),
     "paper-2d1": (paper_space_time_problem, (2,)),
+    "paper-3d1": (paper_space_time_3d_problem, (3,)),
 }
 
 #: names accepted besides BUILTIN_PROBLEMS: ``paper`` (paper-2d or paper-3d by

@@ -16,6 +16,19 @@ With a triangle's vertices sorted, a < b < c, the three tetrahedra
 
 cut the sides (a, b), (b, c), (a, c) along a0-b1, b0-c1, a0-c1: that rule.
 
+Over a 3D mesh (3D + 1) the slab is a 4D polytopic mesh, each prism
+tetrahedron x (t0, t1) cut into 4 pentatopes (4-simplices) by the same
+staircase: with the tetrahedron's vertices sorted, a < b < c < d,
+
+    (a0, b0, c0, d0, d1), (a0, b0, c0, c1, d1), (a0, b0, b1, c1, d1), (a0, a1, b1, c1, d1):
+
+simplex j takes the bottom copies of the first d + 1 - j vertices and the
+top copies of the last j + 1 (:func:`prism_simplex_table`, any dimension).
+A side of the prism, triangle x (t0, t1), is cut by the staircase of its own
+sorted triangle (the pentatopes that do not climb that triangle's vertices
+meet it in a lower-dimensional set), i.e. by the 2D + 1 rule, which depends
+only on the side's vertex numbers: neighbouring prisms match.
+
 Local time steps (:func:`slab_mesh` with ``local_steps``): element K takes
 m_K equal steps, and the slab's elements are the prisms K x I_{n,j},
 numbered K by K (element (K, j) is ``step_offsets[K] + j``).  Faces between
@@ -29,7 +42,9 @@ their nodes, so both prisms of a side cut it the same way: the slab mesh is
 face-matching, and lateral faces are split at (at least) the union of both
 sides' time nodes.  A sub-prism whose vertical edges carry no node inside its
 interval is cut into the 3 tetrahedra above; one with such nodes is cut into
-the cones over its boundary triangles from its centroid.
+the cones over its boundary triangles from its centroid.  Local steps are
+2D + 1 only for now (over 3D meshes the sides would need a 3-edge staircase
+and the cones pentatopes): 3D + 1 refuses them.
 """
 
 from __future__ import annotations
@@ -43,19 +58,43 @@ from ..errors import MeshError, OptionError
 from ..mesh.polytopic import PolytopicMesh, build_polytopic_mesh
 from ..mesh.simplicial import SimplexMesh
 
+def prism_simplex_table(d: int) -> np.ndarray:
+    """(d + 1, d + 2): the staircase cut of the prism over a sorted d-simplex v_0 < ... < v_d.
+
+    Entries index (v_0 bottom, ..., v_d bottom, v_0 top, ..., v_d top); row j is
+    the bottom copies of v_0..v_{d-j} and the top copies of v_{d-j}..v_d (the
+    module docstring).
+
+    >>> prism_simplex_table(2).tolist()
+    [[0, 1, 2, 5], [0, 1, 4, 5], [0, 3, 4, 5]]
+    """
+    return np.array([list(range(d + 1 - j)) + list(range(2 * d + 1 - j, 2 * d + 2)) for j in range(d + 1)],
+                    dtype=np.int64)
+
+
 #: the 3 tetrahedra of a prism over the sorted triangle (a, b, c): indices into
 #: (a0, b0, c0, a1, b1, c1), bottom copies first (see the module docstring)
-PRISM_TETRAHEDRA = np.array([[0, 1, 2, 5], [0, 1, 4, 5], [0, 3, 4, 5]], dtype=np.int64)
+PRISM_TETRAHEDRA = prism_simplex_table(2)
+#: the 4 pentatopes of a prism over the sorted tetrahedron (a, b, c, d): indices into
+#: (a0, b0, c0, d0, a1, b1, c1, d1)
+PRISM_PENTATOPES = prism_simplex_table(3)
 
 
-def prism_tetrahedra(triangles: np.ndarray, n_points: int) -> np.ndarray:
-    """(3 n, 4) tetrahedra of the prisms over ``triangles`` (n, 3), conforming across shared sides.
+def prism_simplices(simplices: np.ndarray, n_points: int) -> np.ndarray:
+    """((d + 1) n, d + 2) simplices of the prisms over the d-``simplices`` (n, d + 1), conforming across
+    shared sides.
 
     Point i is the bottom copy of spatial point i, ``i + n_points`` its top copy.
     """
-    tri = np.sort(np.asarray(triangles, dtype=np.int64), axis=1)  # the rule needs a < b < c
-    corners = np.concatenate([tri, tri + n_points], axis=1)  # (n, 6): a0 b0 c0 a1 b1 c1
-    return corners[:, PRISM_TETRAHEDRA].reshape(-1, 4)
+    s = np.sort(np.asarray(simplices, dtype=np.int64), axis=1)  # the rule needs v_0 < ... < v_d
+    d = s.shape[1] - 1
+    corners = np.concatenate([s, s + n_points], axis=1)  # (n, 2 d + 2): bottom copies, then top copies
+    return corners[:, prism_simplex_table(d)].reshape(-1, d + 2)
+
+
+def prism_tetrahedra(triangles: np.ndarray, n_points: int) -> np.ndarray:
+    """(3 n, 4) tetrahedra of the prisms over ``triangles`` (n, 3) (:func:`prism_simplices` in 2D + 1)."""
+    return prism_simplices(triangles, n_points)
 
 
 def check_local_steps(local_steps: int | np.ndarray | None, n_elements: int) -> np.ndarray | None:
@@ -94,29 +133,32 @@ def slab_mesh(space_mesh: PolytopicMesh, t0: float, t1: float,
               local_steps: int | np.ndarray | None = None) -> PolytopicMesh:
     """The polytopic mesh of the slab ``space_mesh`` x (t0, t1), time as the last coordinate.
 
-    Element e is K_e x (t0, t1); its sub-simplices are the 3 tetrahedra of
-    each prism over K_e's sub-triangles.  With ``local_steps`` (an int, or
-    one per element) element K is cut into m_K equal steps, the elements
-    K x I_{n,j} numbered as :func:`step_offsets` says (see the module
-    docstring).  Only 2D spatial meshes for now (3D + 1 needs a 4-simplex
-    split of the prism over a tetrahedron).
+    Element e is K_e x (t0, t1); its sub-simplices are the d + 1 simplices
+    of each prism over K_e's sub-simplices (3 tetrahedra over a triangle in
+    2D + 1, 4 pentatopes over a tetrahedron in 3D + 1).  With
+    ``local_steps`` (an int, or one per element; 2D + 1 only) element K is
+    cut into m_K equal steps, the elements K x I_{n,j} numbered as
+    :func:`step_offsets` says (see the module docstring).
     """
-    if space_mesh.dim != 2:
-        raise MeshError(f"space-time slabs are built over 2D meshes only, the mesh is {space_mesh.dim}D")
+    d = space_mesh.dim
+    if d not in (2, 3):
+        raise MeshError(f"space-time slabs are built over 2D and 3D meshes, the mesh is {d}D")
     t0, t1 = float(t0), float(t1)
     if not t1 > t0:
         raise MeshError(f"a time slab needs t1 > t0, got ({t0}, {t1})")
     steps = check_local_steps(local_steps, space_mesh.n_elements)
-    if steps is not None:
+    if steps is not None and d == 3 and steps.max() > 1:
+        raise OptionError("local time steps are supported in 2D + 1 only, not over 3D meshes (3D + 1)")
+    if steps is not None and d == 2:
         return _local_step_mesh(space_mesh, t0, t1, steps)
     n = len(space_mesh.points)
     points = np.concatenate([
         np.column_stack([space_mesh.points, np.full(n, t0)]),
         np.column_stack([space_mesh.points, np.full(n, t1)]),
     ])
-    cells = prism_tetrahedra(space_mesh.simplices, n)
+    cells = prism_simplices(space_mesh.simplices, n)
     fine = SimplexMesh(points, cells, source=f"{space_mesh.source} x ({t0:g}, {t1:g})")
-    return build_polytopic_mesh(fine, np.repeat(space_mesh.simplex_element, 3))
+    return build_polytopic_mesh(fine, np.repeat(space_mesh.simplex_element, d + 1))
 
 
 def _expand(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -238,5 +280,5 @@ def shifted_slab(mesh: PolytopicMesh, shift: float) -> PolytopicMesh:
     return dataclasses.replace(mesh, points=points, bbox_min=bbox_min, bbox_max=bbox_max)
 
 
-__all__ = ["PRISM_TETRAHEDRA", "prism_tetrahedra", "slab_mesh", "shifted_slab", "check_local_steps", "step_offsets",
+__all__ = ["PRISM_TETRAHEDRA", "PRISM_PENTATOPES", "prism_simplex_table", "prism_simplices", "prism_tetrahedra", "slab_mesh", "shifted_slab", "check_local_steps", "step_offsets",
            "random_local_steps"]
