@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> dict:
     mesh_spec = opts["mesh_spec"]
     fine = load_mesh(mesh_spec)
     problem = load_problem(args.problem, fine.dim)  # before the first progress line: bad input is one line
-    check_space_time_options(args, problem)
+    check_space_time_options(args, problem, fine.dim)
     say(f"mesh {mesh_spec}: {fine}")
     kernels = f"{fine.dim + 1}D space-time assembly kernels" if problem.space_time else f"{fine.dim}D assembly kernels"
     # numba reports every compilation; the first one of polydg's kernels prints a line, and the total its time

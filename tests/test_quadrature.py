@@ -67,6 +67,17 @@ def test_simplex_rule_exact_for_monomials(d, q, family):
         assert max_rel_error(bary, w, degree) <= 1e-13, (d, q, degree)
 
 
+@pytest.mark.parametrize("q", range(10))
+def test_4d_simplex_rule_exact_for_monomials(q):
+    """The pentatopes of 3D + 1 slabs: the collapsed Gauss-Jacobi rule of every degree 2p + 1 + extra used
+    (p <= 3), positive weights, points inside, exact on every monomial of degree <= q."""
+    bary, w = simplex_rule(4, q)
+    assert len(w) == conical_points_per_direction(q) ** 4
+    assert w.min() > 0 and bary.min() > 0 and abs(w.sum() - 1) < 1e-14
+    for degree in range(q + 1):
+        assert max_rel_error(bary, w, degree) <= 1e-13, (q, degree)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("q", QS)
 @pytest.mark.parametrize("d", [0, 1, 2, 3])

@@ -21,6 +21,12 @@ def space_mesh():
     return agglomerate(from_spec("square:6"), 8)
 
 
+@pytest.fixture(scope="module")
+def cube_mesh():
+    """The 3D + 1 tests' one spatial mesh: 48 tetrahedra in 4 elements (4D slabs of 192 pentatopes)."""
+    return agglomerate(from_spec("cube:2"), 4)
+
+
 def at_time(x, t):
     return np.column_stack([x, np.full(len(x), t)])
 
@@ -62,12 +68,11 @@ def test_shifted_slab_is_the_slab_built_there(space_mesh):
     np.testing.assert_array_equal(a.simplices, b.simplices)
 
 
-def test_slab_mesh_refuses_3d_and_empty_intervals(space_mesh):
+def test_slab_mesh_refuses_4d_and_empty_intervals(space_mesh, cube_mesh):
     from polydg.errors import MeshError
-    from polydg.mesh import build_polytopic_mesh
 
-    with pytest.raises(MeshError, match="2D meshes only"):
-        slab_mesh(build_polytopic_mesh(from_spec("cube:1")), 0, 1)
+    with pytest.raises(MeshError, match="over 2D and 3D meshes"):
+        slab_mesh(slab_mesh(cube_mesh, 0, 1), 0, 1)
     with pytest.raises(MeshError, match="t1 > t0"):
         slab_mesh(space_mesh, 1.0, 1.0)
 
@@ -609,3 +614,118 @@ def test_a_march_assembles_once_when_nothing_depends_on_t(space_mesh, local_step
     assert not moving.info["autonomous"] and moving.info["reused_assemblies"] == 0
     assert moving.info["factorisations"] == 1
     assert np.abs(moving.solution - reused.solution).max() > 1e-3
+
+
+# ---------------------------------------------------------------------------
+# 3D + 1: polyhedra x time, slabs of pentatopes (the steady assembly in 4 dimensions)
+
+
+def test_3d1_slab_is_face_matching_pentatopes(cube_mesh):
+    t0, t1 = 0.25, 0.75
+    tau = t1 - t0
+    slab = slab_mesh(cube_mesh, t0, t1)
+    assert slab.dim == 4 and slab.n_elements == cube_mesh.n_elements
+    assert slab.n_simplices == 4 * cube_mesh.n_simplices and slab.simplex_volume.min() > 0
+    assert slab.simplex_volume.sum() == pytest.approx(1.0 * tau, rel=1e-13)  # |Omega| tau
+    np.testing.assert_allclose(slab.measure, cube_mesh.measure * tau, rtol=1e-13)
+    # every facet of a pentatope is shared by exactly 2 pentatopes, except those on the slab's
+    # boundary: bottom and top (one per tetrahedron) and 3 per boundary triangle (its prism's side)
+    facets = np.sort(slab.simplices[:, [[j for j in range(5) if j != k] for k in range(5)]].reshape(-1, 4), axis=1)
+    _, count = np.unique(facets, axis=0, return_counts=True)
+    assert count.max() == 2
+    assert (count == 1).sum() == 2 * cube_mesh.n_simplices + 3 * cube_mesh.n_boundary_faces == slab.n_boundary_faces
+    normal, measure = slab.face_normal[slab.boundary_faces], slab.face_measure[slab.boundary_faces]
+    bottom, top = normal[:, 3] == -1.0, normal[:, 3] == 1.0
+    assert bottom.sum() == top.sum() == cube_mesh.n_simplices
+    assert measure[bottom].sum() == pytest.approx(1.0, rel=1e-13) and measure[top].sum() == pytest.approx(1.0, rel=1e-13)
+    side = ~bottom & ~top  # the lateral boundary, d Omega x (t0, t1)
+    assert np.all(normal[side, 3] == 0.0) and measure[side].sum() == pytest.approx(6.0 * tau, rel=1e-13)
+    assert np.all(slab.face_normal[: slab.n_interior_faces, 3] == 0.0)
+    assert slab.n_interior_faces == 3 * cube_mesh.n_interior_faces
+
+
+def _u31(y):
+    x, z, v, t = y.T
+    return 1.0 + x - 2.0 * z + 0.5 * v + 3.0 * t
+
+
+def _u32(y):
+    x, z, v, t = y.T
+    return 1.0 + x - 0.5 * z + 0.3 * t + x * x - x * v + 0.7 * z * t + 0.4 * t * t + 0.2 * v * v
+
+
+def _parts31(y):  # (u_t, grad_x u, Laplace_x u)
+    return np.full(len(y), 3.0), np.tile([1.0, -2.0, 0.5], (len(y), 1)), 0.0
+
+
+def _parts32(y):
+    x, z, v, t = y.T
+    return 0.3 + 0.7 * z + 0.8 * t, np.column_stack([1.0 + 2.0 * x - v, -0.5 + 0.7 * t, -x + 0.4 * v]), 2.4
+
+
+@pytest.mark.parametrize("degree, u, parts, kind", [
+    (1, _u31, _parts31, "diffusion"),
+    (1, _u31, _parts31, "transport"),
+    ("1:2", _u31, _parts31, "diffusion"),  # mixed degrees, a linear solution
+    (2, _u32, _parts32, "transport"),
+])
+def test_3d1_polynomials_of_degree_p_are_reproduced(cube_mesh, degree, u, parts, kind):
+    w = np.array([1.0, 0.5, 0.25])
+    if kind == "diffusion":  # u_t - Laplace u + u = f
+        coefficients = dict(diffusion=1.0, reaction=1.0)
+        source = lambda y: parts(y)[0] - parts(y)[2] + u(y)  # noqa: E731
+    else:  # u_t + w . grad u = f, inflow data where w . n < 0
+        coefficients = dict(advection=w)
+        source = lambda y: parts(y)[0] + parts(y)[1] @ w  # noqa: E731
+    if degree == "1:2":
+        degree = np.array([1, 2, 2, 1])
+    problem = Problem(f"poly-3d1-{kind}", source=source, dirichlet=u, exact=u, space_time=True,
+                      initial=lambda x: u(at_time(x, 0.0)), **coefficients)
+    result = march(cube_mesh, problem, degree, n_slabs=2, final_time=0.5)
+    assert result.space.mesh.dim == 4
+    rule = time_plane_rule(cube_mesh, 6)
+    norm = np.sqrt(rule.weights @ u(rule.at(0.5)) ** 2)
+    assert result.errors["l2"] / norm < 1e-9 and result.errors["l2_l2"] < 1e-9
+
+
+def test_3d1_refuses_local_steps(cube_mesh):
+    with pytest.raises(OptionError, match="2D \\+ 1 only"):
+        march(cube_mesh, builtin_problem("paper-3d1"), 1, n_slabs=1, final_time=0.5, local_steps=2)
+
+
+def test_paper_3d1_source_solves_the_pde_and_its_error_decreases():
+    problem = builtin_problem("paper-3d1")
+    assert problem.dim == 3 and problem.space_time
+    # f = u_t - 0.01 Laplace u + w . grad u + c u, by finite differences of the exact solution
+    y = np.random.default_rng(5).uniform(0.1, 0.9, size=(20, 4))
+    h = 1e-4
+    shift = lambda k, s: problem.exact(y + s * h * np.eye(4)[k])  # noqa: E731
+    d1 = np.array([(shift(k, 1) - shift(k, -1)) / (2 * h) for k in range(4)])
+    laplacian = sum((shift(k, 1) - 2 * problem.exact(y) + shift(k, -1)) / h**2 for k in range(3))
+    residual = d1[3] - 0.01 * laplacian + np.einsum("kn,nk->n", d1[:3], problem.advection(y)) \
+        + problem.reaction(y) * problem.exact(y)
+    np.testing.assert_allclose(problem.source(y), residual, atol=1e-5)
+    np.testing.assert_allclose(problem.initial(y[:, :3]), problem.exact(at_time(y[:, :3], 0.0)))
+    # h and tau halved: the error at T falls at about the rate p + 1 = 2
+    from polydg.mesh import build_polytopic_mesh
+
+    l2 = [march(build_polytopic_mesh(from_spec(f"cube:{n}")), problem, 1, n_slabs=n // 2, final_time=0.5).errors["l2"]
+          for n in (2, 4)]
+    assert np.log2(l2[0] / l2[1]) > 1.5, l2
+
+
+def test_cli_3d1_marches_and_refuses_local_steps(tmp_path):
+    path = tmp_path / "run.json"
+    common = ("--problem", "paper-3d1", "--time-slabs", 2, "--final-time", 0.5, "--mesh", "cube:2", "--agglomerate", 4,
+              "--degree", 1)
+    r = cli(*common, "--json", path, "--output", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    assert "slab 2/2" in r.stderr and "2 slabs of (0, 0.5)" in r.stdout
+    s = json.loads(path.read_text())
+    assert s["dimension"] == 4 and s["slabs"] == 2 and s["final_time"] == 0.5 and s["elements"] == 4
+    assert len(s["timings_per_slab"]) == 2 and "total_assembly" in s["timings_all_slabs"]
+    assert set(s["errors"]) == {"l2", "l2_l2"} and s["errors"]["l2"] < 0.2
+    assert (tmp_path / "out" / "solution.vtu").exists()  # the last slab's top plane, as tetrahedra
+    r = cli(*common, "--local-steps", 2)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "2D + 1 only" in lines[0], r.stderr
