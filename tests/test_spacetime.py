@@ -663,13 +663,24 @@ def _parts32(y):
     return 0.3 + 0.7 * z + 0.8 * t, np.column_stack([1.0 + 2.0 * x - v, -0.5 + 0.7 * t, -x + 0.4 * v]), 2.4
 
 
-@pytest.mark.parametrize("degree, u, parts, kind", [
-    (1, _u31, _parts31, "diffusion"),
-    (1, _u31, _parts31, "transport"),
-    ("1:2", _u31, _parts31, "diffusion"),  # mixed degrees, a linear solution
-    (2, _u32, _parts32, "transport"),
+def _pq31(y):  # in PQ_1 (x t, v t), not in P_1
+    x, z, v, t = y.T
+    return _u31(y) + 2.0 * x * t - v * t
+
+
+def _pq31_parts(y):
+    x, z, v, t = y.T
+    return 3.0 + 2.0 * x - v, np.column_stack([1.0 + 2.0 * t, np.full(len(y), -2.0), 0.5 - t]), 0.0
+
+
+@pytest.mark.parametrize("degree, u, parts, kind, basis", [
+    (1, _u31, _parts31, "diffusion", "P"),
+    (1, _u31, _parts31, "transport", "P"),
+    ("1:2", _u31, _parts31, "diffusion", "P"),  # mixed degrees, a linear solution
+    (2, _u32, _parts32, "transport", "P"),
+    (1, _pq31, _pq31_parts, "transport", "PQ"),
 ])
-def test_3d1_polynomials_of_degree_p_are_reproduced(cube_mesh, degree, u, parts, kind):
+def test_3d1_polynomials_of_degree_p_are_reproduced(cube_mesh, degree, u, parts, kind, basis):
     w = np.array([1.0, 0.5, 0.25])
     if kind == "diffusion":  # u_t - Laplace u + u = f
         coefficients = dict(diffusion=1.0, reaction=1.0)
@@ -681,7 +692,7 @@ def test_3d1_polynomials_of_degree_p_are_reproduced(cube_mesh, degree, u, parts,
         degree = np.array([1, 2, 2, 1])
     problem = Problem(f"poly-3d1-{kind}", source=source, dirichlet=u, exact=u, space_time=True,
                       initial=lambda x: u(at_time(x, 0.0)), **coefficients)
-    result = march(cube_mesh, problem, degree, n_slabs=2, final_time=0.5)
+    result = march(cube_mesh, problem, degree, n_slabs=2, final_time=0.5, space_time_basis=basis)
     assert result.space.mesh.dim == 4
     rule = time_plane_rule(cube_mesh, 6)
     norm = np.sqrt(rule.weights @ u(rule.at(0.5)) ** 2)
