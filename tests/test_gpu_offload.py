@@ -223,3 +223,101 @@ def test_builtin_problems_on_cupy(name, d):
         got = getattr(problem, coefficient)(cupy.asarray(x))
         assert isinstance(got, cupy.ndarray)
         np.testing.assert_allclose(got.get(), getattr(problem, coefficient)(x), rtol=1e-13, atol=1e-13)
+
+
+# ---------------------------------------------------------------------------
+# item 5: solves where the matrix is
+
+
+def _system(symmetric: bool):
+    from polydg.assembly import assemble
+    from polydg.mesh import unit_square
+    from polydg.partition import agglomerate
+    from polydg.space import DGSpace
+
+    space = DGSpace(agglomerate(unit_square(6), 12), 1)
+    result = assemble(space, builtin_problem("poisson" if symmetric else "advection", 2), backend="numpy")
+    return space, result
+
+
+@pytest.mark.parametrize("symmetric, method, solver", [(True, "iterative", "cg+jacobi"),
+                                                       (False, "iterative", "gmres(50)+jacobi"),
+                                                       (True, "direct", "spsolve"), (False, "direct", "spsolve")])
+def test_device_solve_logic_on_scipy(symmetric, method, solver):
+    """The device's solve, run with NumPy and SciPy's sparse solvers in place of CuPy's: CG for symmetric
+    systems, GMRES otherwise, spsolve for the direct method; the host's solution to the tolerance."""
+    import scipy.sparse.linalg as spla
+
+    from polydg.solve import solve, solve_on_device
+
+    space, result = _system(symmetric)
+    x, info = solve_on_device(result.matrix.astype(np.float32), result.rhs, method, xp=np, sparse_linalg=spla,
+                              tol=1e-12)
+    ref, _ = solve(result.matrix, result.rhs, "direct")
+    assert info["solver"] == solver and info["device"] is True
+    assert method == "direct" or info["symmetric"] is symmetric  # detected, not given
+    assert info["residual"] < 1e-5  # float32 matrix entries, solved in float64
+    exact, _ = solve_on_device(result.matrix, result.rhs, method, xp=np, sparse_linalg=spla, tol=1e-12)
+    assert np.linalg.norm(exact - ref) <= 1e-8 * np.linalg.norm(ref)
+
+
+def test_solve_dispatches_a_device_matrix_to_the_device_solve(monkeypatch):
+    """solve() hands a matrix that device_sparse_modules recognises to solve_on_device (here: SciPy standing
+    in for cupyx), and keeps host matrices on the host path."""
+    import scipy.sparse.linalg as spla
+
+    from polydg import solve as solve_module
+
+    space, result = _system(True)
+    _, host_info = solve_module.solve(result.matrix, result.rhs, "iterative", space=space)
+    assert "device" not in host_info
+    monkeypatch.setattr(bk, "device_sparse_modules", lambda m: (np, spla))
+    x, info = solve_module.solve(result.matrix, result.rhs, "iterative", space=space)
+    assert info["device"] is True and info["solver"] == "cg+jacobi"
+    with pytest.raises(solve_module.SolverError, match="did not converge"):
+        solve_module.solve(result.matrix, result.rhs, "iterative", maxiter=2)
+
+
+def test_device_sparse_modules_leaves_host_matrices_alone():
+    import scipy.sparse as sp
+
+    assert bk.device_sparse_modules(sp.eye(3, format="csr")) is None
+
+
+@needs_gpu
+@pytest.mark.parametrize("problem, method", [("poisson", "iterative"), ("advection", "iterative"),
+                                             ("poisson", "direct")])
+def test_cupy_solve_matches_the_host(problem, method):
+    from polydg.assembly import assemble
+    from polydg.mesh import unit_square
+    from polydg.partition import agglomerate
+    from polydg.solve import solve
+    from polydg.space import DGSpace
+
+    space = DGSpace(agglomerate(unit_square(6), 12), 1)
+    gpu = assemble(space, builtin_problem(problem, 2), backend="cupy")
+    x, info = solve(gpu.matrix, gpu.rhs, method, tol=1e-12)
+    host = assemble(space, builtin_problem(problem, 2), backend="numpy")
+    ref, _ = solve(host.matrix, host.rhs, "direct")
+    assert info["device"] is True and bk.array_namespace(x) is not np
+    assert np.linalg.norm(bk.to_host(x) - ref) <= 1e-8 * np.linalg.norm(ref)
+
+
+@needs_gpu
+def test_command_line_solves_on_the_device(tmp_path, capsys):
+    from polydg.assemble import main
+
+    assert main(["--mesh", "square:4", "--degree", "1", "--backend", "cupy", "--solve", "iterative",
+                 "--problem", "poisson", "--output", str(tmp_path / "out")]) == 0
+    assert "on the device" in capsys.readouterr().err
+    assert (tmp_path / "out" / "solution.npy").exists()
+
+
+def test_command_line_accepts_to_host_and_solves_on_the_host_without_a_gpu(tmp_path, capsys):
+    from polydg.assemble import main
+
+    assert main(["--mesh", "square:2", "--degree", "1", "--problem", "poisson", "--to-host", "--solve",
+                 "--output", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "solved (splu)" in err and "on the device" not in err
+    assert (tmp_path / "out" / "matrix.npz").exists()
