@@ -4,16 +4,19 @@ A second executor of an :class:`~polydg.assembly.plan.AssemblyPlan`: it
 runs over the plan's chunks as the CPU passes do (volume, interior faces,
 boundary faces of each mode) and for each chunk
 
-1. maps the quadrature points with the CPU's point maps (``points.py``),
-   copies points and weights to the device and evaluates the problem's
-   coefficients there (``coefficients.DeviceCoefficients``: the problem's
-   callables receive the backend's arrays; a NumPy-only callable is detected
-   and evaluated on the host, with a one-time warning);
+1. maps the quadrature points on the device (``points.simplex_points_on``:
+   the CPU's point maps as array code, from the mesh's points, cells and
+   measures copied once) and evaluates the problem's coefficients there
+   (``coefficients.DeviceCoefficients``: the problem's callables receive the
+   backend's arrays; a NumPy-only callable is detected and evaluated on the
+   host, with a one-time warning);
 2. launches the kernels of ``cuda_kernels.py``: the row kernels
    (deterministic, one thread per element) or, with ``approach="atomic"``,
    the entity kernels that add their blocks with ``cuda.atomic.add``.
 
-The CSR values and the load stay on the device until the end.  Arrays are
+Only the plan's tables cross to the device (once); per chunk, the host
+sends the entities' offsets.  The CSR values and the load stay on the
+device until the end.  Arrays are
 those of the backend (:mod:`polydg.backend`): CuPy on a GPU, NumPy under
 numba-cuda's simulator (the test-only backend ``"cudasim"``).
 """
@@ -31,7 +34,7 @@ from .coefficients import Coefficients, DeviceCoefficients
 from .kernels import DIFFUSIVE
 from .passes import boundary_modes, expand_ranges
 from .plan import AssemblyPlan
-from .points import PointBatch, simplex_points
+from .points import PointBatch, simplex_points_on
 from .timing import Timer
 from .workspace import Workspace
 
@@ -62,6 +65,10 @@ class DeviceContext:
         self.rhs = self.xp.zeros(pattern.n_rows, dtype=plan.dtype)
         self.face_local = self.xp.full(mesh.n_faces, -1, dtype=np.int64)
         self.face_normal64 = dev(mesh.face_normal)  # float64: the coefficients' normals, as on the host
+        # what the point maps read, once: vertices, sub-simplices and faces with their measures
+        self.mesh_points, self.simplices, self.simplex_volume = (dev(mesh.points), dev(mesh.simplices),
+                                                                 dev(mesh.simplex_volume))
+        self.face_vertices, self.face_measure = dev(mesh.face_vertices), dev(mesh.face_measure)
         self.values = DeviceCoefficients(coefficients.problem, mesh.dim, plan.dtype, self.xp)
         timer.add("values", t)
         self._warm: set[str] = set()
@@ -94,14 +101,15 @@ class DeviceContext:
             cuda.synchronize()
 
     def points(self, batch: PointBatch) -> tuple[object, object, object]:
-        """The batch's points and weights in the working precision, and its offsets, on the device.
+        """The (device) batch's points and weights in the working precision, and its offsets, on the device.
 
         The float64 points stay as ``self.x64``: the coefficients are evaluated there (as on the host).
         """
         dtype = self.plan.dtype
-        self.x64 = bk.to_device(batch.x, self.backend)
+        self.x64 = batch.x
         X = self.x64 if np.dtype(dtype) == np.float64 else self.x64.astype(dtype)
-        return X, bk.to_device(batch.weight.astype(dtype, copy=False), self.backend), self.dev(batch.offsets)
+        W = batch.weight if np.dtype(dtype) == np.float64 else batch.weight.astype(dtype)
+        return X, W, self.dev(batch.offsets)
 
     def point_normals(self, faces_dev, pts) -> object:
         """The unit normal of each point's face (float64, on the device): face ``faces_dev[i]`` owns points
@@ -113,9 +121,9 @@ class DeviceContext:
 
     def face_points(self, faces: np.ndarray) -> tuple[PointBatch, tuple]:
         t = time.perf_counter()
-        mesh = self.plan.mesh
-        batch = simplex_points(mesh.points, mesh.face_measure[faces], self.plan.face_degrees(faces),
-                               cells=mesh.face_vertices[faces], workspace=self.workspace)
+        faces_dev = self.dev(faces)
+        batch = simplex_points_on(self.xp, self.mesh_points, self.face_vertices[faces_dev],
+                                  self.face_measure[faces_dev], self.plan.face_degrees(faces))
         device = self.points(batch)
         self.timer.add("quadrature_points", t)
         return batch, device
@@ -141,8 +149,7 @@ def volume_pass(ctx: DeviceContext) -> None:
         s_lo, s_hi = int(element_offsets[e_lo]), int(element_offsets[e_hi])
         q = plan.q_uniform if plan.q_uniform is not None else np.repeat(
             plan.q_element[e_lo:e_hi], np.diff(element_offsets[e_lo:e_hi + 1]))
-        batch = simplex_points(mesh.points, mesh.simplex_volume[s_lo:s_hi], q, cells=mesh.simplices[s_lo:s_hi],
-                               workspace=ctx.workspace)
+        batch = simplex_points_on(ctx.xp, ctx.mesh_points, ctx.simplices[s_lo:s_hi], ctx.simplex_volume[s_lo:s_hi], q)
         X, W, pts = ctx.points(batch)
         t = timer.add("quadrature_points", t)
         coef = ctx.values.volume(ctx.x64, want_load=True)
