@@ -71,7 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--precision", default="double", choices=("double", "single"))
     a.add_argument("--approach", default="2", choices=("2", "atomic", "1"),
                    help="2: reproducible row kernels (default); atomic: scatter-add; 1: COO baseline")
-    a.add_argument("--backend", default="numpy", choices=("numpy", "cupy", "auto"))
+    a.add_argument("--backend", default="numpy", choices=("numpy", "cupy", "auto"),
+                   help="numpy (default), cupy (GPU: the matrix stays on the device and --solve solves there), "
+                        "or auto (cupy when a GPU is usable)")
+    a.add_argument("--to-host", action="store_true",
+                   help="with --backend cupy: copy the matrix to the host after assembly (solve with SciPy)")
     a.add_argument("--penalty", type=float, default=10.0, metavar="C", help="penalty constant C_sigma (default 10)")
     a.add_argument("--penalty-kind", default="classical", choices=("classical", "paper"),
                    help="sigma = C a p^2 / h (classical, default) or the paper's Appendix A")
@@ -90,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="M time steps per element inside each slab, or random in [M1, M2] per element (--seed)")
     o = p.add_argument_group("solve and output")
     o.add_argument("--solve", nargs="?", const="direct", choices=("direct", "iterative"),
-                   help="solve with SciPy (default direct; the default run solves)")
+                   help="solve with SciPy, or with cupyx on the device under --backend cupy (default direct; the "
+                        "default run solves)")
     o.add_argument("--output", metavar="DIR", help="write matrix.npz, rhs.npy, solution.npy/.vtu, summary.json")
     o.add_argument("--no-gather", action="store_true",
                    help="on several ranks: each rank writes its rows to DIR/rows-rank<R>.npz instead of rank 0 "
@@ -196,7 +201,8 @@ def run(args: argparse.Namespace) -> dict:
                               penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra,
                               memory_budget_mb=args.memory_budget, backend=opts["backend"],
                               progress=chunk_progress(say), workspace=workspace,
-                              to_host=True)  # the solve and the output run on the host
+                              # on a GPU the matrix stays there: solved there, copied once for --output
+                              to_host=args.to_host or opts["backend"] != "cupy")
             runs.append(result.info["timings"])
             say(f"assembled {space.n_dofs:,} dofs, nnz {result.matrix.nnz:,} in "
                 f"{result.info['timings']['total_assembly']:.3f} s" + (f" (run {r + 1}/{args.repeat})" if args.repeat > 1 else ""))
@@ -208,10 +214,13 @@ def run(args: argparse.Namespace) -> dict:
 def solve_and_say(result, method: str, space, say) -> tuple[np.ndarray, dict]:
     from .solve import solve
 
+    from .backend import to_host
+
     x, solve_info = solve(result.matrix, result.rhs, method, space=space)
-    say(f"solved ({solve_info.get('solver')}) in {solve_info['seconds']:.3f} s, "
+    where = " on the device" if solve_info.get("device") else ""
+    say(f"solved{where} ({solve_info.get('solver')}) in {solve_info['seconds']:.3f} s, "
         f"residual {solve_info.get('residual', float('nan')):.2e}")
-    return x, solve_info
+    return to_host(x), solve_info  # a device solution copied to the host once (errors, output)
 
 
 def finish(args: argparse.Namespace, opts: dict, say, space, problem, result, timings: dict,
@@ -257,8 +266,13 @@ def _write_output(directory: Path, space, result, x, summary) -> None:
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
     try:
-        sp.save_npz(tmp / "matrix.npz", result.matrix)
-        np.save(tmp / "rhs.npy", result.rhs)
+        from .backend import to_host
+
+        matrix = result.matrix
+        if not sp.issparse(matrix):  # a cupyx matrix (--backend cupy): copied to the host once, here
+            matrix = matrix.get()
+        sp.save_npz(tmp / "matrix.npz", matrix)
+        np.save(tmp / "rhs.npy", to_host(result.rhs))
         cell_data = {"degree": space.degree}
         if x is not None:
             np.save(tmp / "solution.npy", x)

@@ -96,6 +96,43 @@ def device_name(backend: str = "cupy") -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
+def device_count(backend: str) -> int:
+    """CUDA devices this process sees for ``backend``: CuPy's count, 1 for the simulator, 0 on the CPU."""
+    if backend == SIMULATOR:
+        return 1
+    if backend != "cupy":
+        return 0
+    import cupy
+
+    return int(cupy.cuda.runtime.getDeviceCount())
+
+
+def device_for_rank(local_rank: int, n_devices: int) -> int:
+    """The GPU of a rank: its rank among the ranks of its node, modulo the node's GPUs (issue #21, item 6).
+
+    >>> [device_for_rank(r, 4) for r in range(6)]
+    [0, 1, 2, 3, 0, 1]
+    """
+    if n_devices < 1:
+        raise OptionError("no CUDA device on this node for the GPU backend")
+    if local_rank < 0:
+        raise ValueError(f"node-local rank must be >= 0, got {local_rank}")
+    return int(local_rank) % int(n_devices)
+
+
+def use_device(index: int, backend: str) -> str:
+    """Make GPU ``index`` current for CuPy and numba-cuda (one per process); its name, e.g. "GPU 1: NVIDIA H100".
+
+    The simulator has one device and nothing to select.
+    """
+    if backend == SIMULATOR:
+        return "CPU simulator"
+    if backend != "cupy":
+        return "cpu"
+    _cupy_use_device(index)
+    return f"GPU {index}: {device_name(backend)}"
+
+
 def is_device(backend: str) -> bool:
     """True for the backends that run the GPU executor (cupy, and the simulator's stand-in)."""
     return backend in ("cupy", SIMULATOR)
@@ -112,6 +149,44 @@ def array_module(name: str = "numpy"):
 
         return cupy
     return np
+
+
+def array_namespace(*arrays):
+    """``xp`` of the arrays: ``cupy`` for CuPy arrays, ``numpy`` for NumPy arrays, scalars and lists,
+    else the array type's ``__array_namespace__()`` (the array API's protocol).
+
+    Coefficient callables that should run where their points are (on the GPU
+    with the CuPy backend) start with ``xp = array_namespace(x)`` and use
+    ``xp.sin``, ``xp.empty``, ... instead of ``np.*``.
+
+    >>> array_namespace(np.zeros(2)) is np
+    True
+    """
+    for a in arrays:
+        kind = type(a)
+        if kind is np.ndarray or a is None or isinstance(a, (int, float, complex, bool, np.generic, list, tuple)):
+            continue
+        if kind.__module__.split(".")[0] == "cupy":
+            import cupy
+
+            return cupy.get_array_module(a)
+        get = getattr(a, "__array_namespace__", None)
+        if get is not None:
+            return get()
+    return np
+
+
+def device_sparse_modules(matrix):
+    """``(xp, sparse_linalg)`` for a sparse matrix on the GPU (``cupy``, ``cupyx.scipy.sparse.linalg``), else None.
+
+    :func:`polydg.solve.solve` solves such a matrix where it is.
+    """
+    if type(matrix).__module__.split(".")[0] != "cupyx":
+        return None
+    import cupy
+    import cupyx.scipy.sparse.linalg as linalg
+
+    return cupy, linalg
 
 
 def to_device(a, backend: str):
@@ -168,6 +243,14 @@ def scatter_add(target, index, values) -> None:
 
 # ---------------------------------------------------------------------------
 # CuPy-only helpers (each tested on a GPU; skipped, with the reason, elsewhere)
+
+
+def _cupy_use_device(index: int) -> None:
+    import cupy
+    from numba import cuda
+
+    cupy.cuda.Device(index).use()  # CuPy's arrays and kernels
+    cuda.select_device(index)  # numba-cuda's launches: the same device's primary context
 
 
 def _cupy_free_memory() -> int:

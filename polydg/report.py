@@ -55,6 +55,7 @@ def summary_dict(*, mesh, space, result, options: dict, timings: dict, errors: d
         "degree": {"min": space.min_degree, "max": space.max_degree},
         "precision": result.info["precision"],
         "backend": result.info["backend"],
+        "device": result.info.get("device", "cpu"),
         "approach": result.info["approach"],
         "ranks": ranks,
         "timings": t,
@@ -107,6 +108,11 @@ def format_table(summary: dict) -> str:
         lines.append(f"timings are the slowest rank's; load balance (max / mean over ranks): kernel time "
                      f"{b['kernel_time']:.2f}, estimated work {b['work']:.2f}, nnz {b['nnz']:.2f}, "
                      f"elements {b['elements']:.2f}")
+    devices = [r.get("device", "cpu") for r in summary.get("per_rank", [])]
+    if any(d != "cpu" for d in devices):  # the GPU backend on several ranks: each rank's device
+        lines.append("devices: " + "; ".join(f"rank {r} {d}" for r, d in enumerate(devices)))
+    elif summary.get("device", "cpu") != "cpu":
+        lines.append(f"device: {summary['device']}")
     if "errors" in summary:
         e = summary["errors"]
         lines.append("")

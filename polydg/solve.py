@@ -308,6 +308,10 @@ def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "direct", *, symme
         restart cycles; a CG that fails falls back to GMRES with the same
         limit); default ``max(1000, n)``.
 
+    A ``cupyx.scipy.sparse`` matrix (the GPU backend's result) is solved on
+    the device by :func:`solve_on_device` (CG / GMRES with Jacobi, or
+    ``cupyx.scipy.sparse.linalg.spsolve``); ``x`` is then a CuPy array.
+
     The system is solved in double precision whatever the matrix dtype.
     ``info`` has ``method``, ``solver`` (e.g. ``cg+amg``,
     ``gmres(50)+ilu``), ``preconditioner``, ``seconds`` (all of it),
@@ -322,6 +326,13 @@ def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "direct", *, symme
     start = time.perf_counter()
     if method not in ("direct", "iterative"):
         raise SolverError(f"unknown solve method {method!r} (direct or iterative)")
+    from .backend import device_sparse_modules
+
+    on_device = device_sparse_modules(matrix)
+    if on_device is not None:  # a cupyx matrix (assemble(backend="cupy")): solved where it is
+        xp, linalg = on_device
+        return solve_on_device(matrix, rhs, method, xp=xp, sparse_linalg=linalg, symmetric=symmetric, tol=tol,
+                               maxiter=maxiter, restart=restart)
     if preconditioner not in PRECONDITIONERS:
         raise OptionError(f"unknown preconditioner {preconditioner!r}; choose one of {', '.join(PRECONDITIONERS)}")
     if method == "iterative" and preconditioner == "amg" and _pyamg() is None:
@@ -415,6 +426,100 @@ def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "direct", *, symme
                 f"relative residual {residual:.3e} > tol {tol:g}"
             )
     info["residual"] = _relative_residual(A, x, b)
+    info["seconds"] = time.perf_counter() - start
+    return x, info
+
+
+# ---------------------------------------------------------------------------
+# linear solves where the matrix is (the GPU)
+
+
+def _tolerance_keyword(function: Callable) -> str:
+    """``rtol`` (SciPy >= 1.12, CuPy >= 13) or ``tol`` (older CuPy): the relative tolerance's keyword."""
+    import inspect
+
+    try:
+        return "rtol" if "rtol" in inspect.signature(function).parameters else "tol"
+    except (TypeError, ValueError):
+        return "rtol"
+
+
+def solve_on_device(matrix: Any, rhs: Any, method: str = "direct", *, xp: Any, sparse_linalg: Any,
+                    symmetric: bool | None = None, tol: float = 1e-10, maxiter: int | None = None,
+                    restart: int = 50) -> tuple[Any, dict]:
+    """Solve ``matrix @ x = rhs`` with the sparse solvers of the matrix's own library; ``x`` stays there.
+
+    ``xp`` and ``sparse_linalg`` are ``cupy`` and ``cupyx.scipy.sparse.linalg``
+    for a matrix on the GPU (what :func:`solve` passes), or ``numpy`` and
+    ``scipy.sparse.linalg`` (the same logic on the host, for tests).
+    ``direct``: ``sparse_linalg.spsolve``.  ``iterative``: CG with a Jacobi
+    preconditioner when the matrix is symmetric (``symmetric=None``: tested
+    as :func:`is_symmetric` does), GMRES(restart) with Jacobi otherwise or when
+    CG fails.  No AMG, ILU or block-Jacobi on the device.  ``info`` as
+    :func:`solve`'s, with ``device: True``.
+    """
+    start = time.perf_counter()
+    A = matrix.astype(np.float64) if matrix.dtype != np.float64 else matrix
+    b = xp.asarray(rhs, dtype=np.float64).reshape(-1)
+    n = A.shape[0]
+    if A.shape[0] != A.shape[1]:
+        raise SolverError(f"matrix of shape {A.shape} is not square")
+    if b.shape[0] != n:
+        raise SolverError(f"right-hand side has length {b.shape[0]}, the matrix has {n} rows")
+    if not bool(xp.isfinite(A.data).all()):
+        raise SolverError("matrix has non-finite entries")
+    if not bool(xp.isfinite(b).all()):
+        raise SolverError("right-hand side has non-finite entries")
+    info: dict = {"method": method, "iterations": 0, "device": True}
+
+    def residual(x) -> float:
+        nb = float(xp.linalg.norm(b))
+        r = float(xp.linalg.norm(b - A @ x))
+        return r / nb if nb > 0 else r
+
+    if method == "direct":
+        x = sparse_linalg.spsolve(A.tocsr(), b)
+        info.update(solver="spsolve", symmetric=symmetric)
+        if not bool(xp.isfinite(x).all()):
+            raise SolverError("direct solve produced non-finite values (singular matrix?)")
+    else:
+        if symmetric is None:
+            norm = float(xp.sqrt(xp.sum(xp.abs(A.data) ** 2)))
+            diff = (A - A.T.tocsr()).tocsr()
+            symmetric = float(xp.sqrt(xp.sum(xp.abs(diff.data) ** 2))) <= 1e-12 * norm
+        info["symmetric"] = bool(symmetric)
+        maxiter = int(maxiter) if maxiter is not None else max(1000, n)
+        diagonal = A.diagonal()
+        M = None
+        if bool((diagonal != 0).all()):
+            inverse = 1.0 / diagonal
+            M = sparse_linalg.LinearOperator((n, n), matvec=lambda r: inverse * r.reshape(-1), dtype=np.float64)
+        info["preconditioner"] = name = "jacobi" if M is not None else "none"
+        count = [0]
+
+        def callback(_: Any) -> None:
+            count[0] += 1
+
+        x, status = None, 1
+        if symmetric:
+            x, status = sparse_linalg.cg(A, b, maxiter=maxiter, M=M, callback=callback, atol=0.0,
+                                         **{_tolerance_keyword(sparse_linalg.cg): tol})
+            info.update(solver=f"cg+{name}", iterations=count[0])
+            if status != 0 or not bool(xp.isfinite(x).all()):
+                info["fallback"] = f"CG stopped after {count[0]} iterations; tried GMRES"
+        if status != 0 or x is None or not bool(xp.isfinite(x).all()):
+            count[0] = 0
+            restart = max(1, min(restart, maxiter))
+            x, status = sparse_linalg.gmres(A, b, restart=restart, maxiter=max(1, math.ceil(maxiter / restart)), M=M,
+                                            callback=callback, callback_type="pr_norm", atol=0.0,
+                                            **{_tolerance_keyword(sparse_linalg.gmres): tol})
+            info["solver"] = f"gmres({restart})+{name}"
+            info["iterations"] += count[0]
+        if status != 0 or not bool(xp.isfinite(x).all()):
+            raise SolverError(f"iterative solve on the device ({info['solver']}) did not converge in "
+                              f"{info['iterations']} iterations: relative residual "
+                              f"{residual(xp.nan_to_num(x)):.3e} > tol {tol:g}")
+    info["residual"] = residual(x)
     info["seconds"] = time.perf_counter() - start
     return x, info
 

@@ -41,12 +41,19 @@ VARIANTS = {
     "atomic-single": {"approach": "atomic", "precision": "single"},
 }
 
-#: extra variants of the first case: several chunks, and the rows of a range of elements
+#: extra variants: several chunks, the rows of a range of elements, and of a set with a gap
 EXTRA = {
     "2d-all-kinds": {
         "rows-chunked": {"approach": "2", "memory_budget_mb": 0.002},
         "atomic-chunked": {"approach": "atomic", "memory_budget_mb": 0.002},
         "rows-range": {"approach": "2", "elements": np.arange(1, 3)},
+        # a gap in the element set (an MPI rank's owned elements in its sub-mesh): element 1's rows are skipped
+        "rows-gap": {"approach": "2", "elements": np.array([0, 2])},
+        "atomic-gap": {"approach": "atomic", "elements": np.array([0, 2])},
+    },
+    "3d-all-kinds": {
+        "rows-gap": {"approach": "2", "elements": np.array([0, 2])},
+        "atomic-gap": {"approach": "atomic", "elements": np.array([0, 2])},
     },
 }
 

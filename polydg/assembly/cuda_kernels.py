@@ -206,6 +206,8 @@ def gpu_kernels(dim: int, pmax: int, dtype) -> SimpleNamespace:
         ag, bg = cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
         block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
         e = e_lo + t
+        if row_base[e] < 0:
+            return  # not a row of this assembly (another rank's element, or a gap in the element set)
         nb, p = nbasis[e], degree[e]
         _zero_block(block, nb, nb)
         _zero_vec(vec, nb)
@@ -230,6 +232,8 @@ def gpu_kernels(dim: int, pmax: int, dtype) -> SimpleNamespace:
         ag, bg = cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
         block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
         e = simplex_element[s_lo + t]
+        if row_base[e] < 0:
+            return  # not a row of this assembly
         nb, p = nbasis[e], degree[e]
         _zero_block(block, nb, nb)
         _zero_vec(vec, nb)
@@ -257,6 +261,8 @@ def gpu_kernels(dim: int, pmax: int, dtype) -> SimpleNamespace:
         n, An = cuda.local.array(D, DT), cuda.local.array(D, DT)
         bKK, bKN = cuda.local.array((NB, NB), DT), cuda.local.array((NB, NB), DT)
         e = e_lo + t
+        if row_base[e] < 0:
+            return  # not a row of this assembly
         nbK, pK = nbasis[e], degree[e]
         _zero_block(bKK, nbK, nbK)
         _box_tables(lo[e], hi[e], pK, boxK, scaleK)
@@ -296,6 +302,8 @@ def gpu_kernels(dim: int, pmax: int, dtype) -> SimpleNamespace:
         fl, side = t // 2, t % 2  # thread 2 fl + side: the rows of face fl's element on that side
         f = f_lo + fl
         e, c = face_elements[f, side], face_elements[f, 1 - side]
+        if row_base[e] < 0:
+            return  # the rows of this side are not assembled here
         nbK, pK, nbN, pN = nbasis[e], degree[e], nbasis[c], degree[c]
         _zero_block(bKK, nbK, nbK)
         _zero_block(bKN, nbK, nbN)
@@ -319,8 +327,8 @@ def gpu_kernels(dim: int, pmax: int, dtype) -> SimpleNamespace:
         if t >= n_el:
             return
         e = e_lo + t
-        if boundary_offsets[e] == boundary_offsets[e + 1]:
-            return  # no boundary face
+        if boundary_offsets[e] == boundary_offsets[e + 1] or row_base[e] < 0:
+            return  # no boundary face, or not a row of this assembly
         table = cuda.const.array_like(TABLE)
         rec = cuda.const.array_like(REC)
         box, scale = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
@@ -354,6 +362,8 @@ def gpu_kernels(dim: int, pmax: int, dtype) -> SimpleNamespace:
         block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
         f = f_lo + t
         e = face_elements[f, 0]
+        if row_base[e] < 0:
+            return  # not a row of this assembly
         nb, p = nbasis[e], degree[e]
         _zero_block(block, nb, nb)
         _zero_vec(vec, nb)

@@ -4,15 +4,19 @@ A second executor of an :class:`~polydg.assembly.plan.AssemblyPlan`: it
 runs over the plan's chunks as the CPU passes do (volume, interior faces,
 boundary faces of each mode) and for each chunk
 
-1. maps the quadrature points with the CPU's point maps (``points.py``) and
-   evaluates the problem's coefficients there (``coefficients.py``: the
-   problem's callables on arrays), then copies points, weights and
-   coefficients to the device;
+1. maps the quadrature points on the device (``points.simplex_points_on``:
+   the CPU's point maps as array code, from the mesh's points, cells and
+   measures copied once) and evaluates the problem's coefficients there
+   (``coefficients.DeviceCoefficients``: the problem's callables receive the
+   backend's arrays; a NumPy-only callable is detected and evaluated on the
+   host, with a one-time warning);
 2. launches the kernels of ``cuda_kernels.py``: the row kernels
    (deterministic, one thread per element) or, with ``approach="atomic"``,
    the entity kernels that add their blocks with ``cuda.atomic.add``.
 
-The CSR values and the load stay on the device until the end.  Arrays are
+Only the plan's tables cross to the device (once); per chunk, the host
+sends the entities' offsets.  The CSR values and the load stay on the
+device until the end.  Arrays are
 those of the backend (:mod:`polydg.backend`): CuPy on a GPU, NumPy under
 numba-cuda's simulator (the test-only backend ``"cudasim"``).
 """
@@ -26,11 +30,11 @@ import numpy as np
 
 from .. import backend as bk
 from ..errors import OptionError
-from .coefficients import Coefficients
+from .coefficients import Coefficients, DeviceCoefficients
 from .kernels import DIFFUSIVE
 from .passes import boundary_modes, expand_ranges
 from .plan import AssemblyPlan
-from .points import PointBatch, simplex_points
+from .points import PointBatch, simplex_points_on
 from .timing import Timer
 from .workspace import Workspace
 
@@ -60,6 +64,12 @@ class DeviceContext:
         self.data = self.xp.zeros(pattern.nnz, dtype=plan.dtype)
         self.rhs = self.xp.zeros(pattern.n_rows, dtype=plan.dtype)
         self.face_local = self.xp.full(mesh.n_faces, -1, dtype=np.int64)
+        self.face_normal64 = dev(mesh.face_normal)  # float64: the coefficients' normals, as on the host
+        # what the point maps read, once: vertices, sub-simplices and faces with their measures
+        self.mesh_points, self.simplices, self.simplex_volume = (dev(mesh.points), dev(mesh.simplices),
+                                                                 dev(mesh.simplex_volume))
+        self.face_vertices, self.face_measure = dev(mesh.face_vertices), dev(mesh.face_measure)
+        self.values = DeviceCoefficients(coefficients.problem, mesh.dim, plan.dtype, self.xp)
         timer.add("values", t)
         self._warm: set[str] = set()
 
@@ -91,23 +101,32 @@ class DeviceContext:
             cuda.synchronize()
 
     def points(self, batch: PointBatch) -> tuple[object, object, object]:
-        """The batch's points and weights in the working precision, and its offsets, on the device."""
+        """The (device) batch's points and weights in the working precision, and its offsets, on the device.
+
+        The float64 points stay as ``self.x64``: the coefficients are evaluated there (as on the host).
+        """
         dtype = self.plan.dtype
-        return (bk.to_device(batch.x.astype(dtype, copy=False), self.backend),
-                bk.to_device(batch.weight.astype(dtype, copy=False), self.backend), self.dev(batch.offsets))
+        self.x64 = batch.x
+        X = self.x64 if np.dtype(dtype) == np.float64 else self.x64.astype(dtype)
+        W = batch.weight if np.dtype(dtype) == np.float64 else batch.weight.astype(dtype)
+        return X, W, self.dev(batch.offsets)
+
+    def point_normals(self, faces_dev, pts) -> object:
+        """The unit normal of each point's face (float64, on the device): face ``faces_dev[i]`` owns points
+        ``pts[i]:pts[i+1]``."""
+        xp = self.xp
+        n_points = int(pts[-1])
+        owner = xp.searchsorted(pts, xp.arange(n_points, dtype=np.int64), side="right") - 1
+        return self.face_normal64[faces_dev[owner]]
 
     def face_points(self, faces: np.ndarray) -> tuple[PointBatch, tuple]:
         t = time.perf_counter()
-        mesh = self.plan.mesh
-        batch = simplex_points(mesh.points, mesh.face_measure[faces], self.plan.face_degrees(faces),
-                               cells=mesh.face_vertices[faces], workspace=self.workspace)
+        faces_dev = self.dev(faces)
+        batch = simplex_points_on(self.xp, self.mesh_points, self.face_vertices[faces_dev],
+                                  self.face_measure[faces_dev], self.plan.face_degrees(faces))
         device = self.points(batch)
         self.timer.add("quadrature_points", t)
         return batch, device
-
-    def coefficient_arrays(self, values: tuple) -> tuple:
-        """Coefficient arrays (host) on the device."""
-        return tuple(bk.to_device(v, self.backend) for v in values)
 
     def report(self, stage: str, done: int, total: int) -> None:
         if self.progress is not None:
@@ -130,11 +149,10 @@ def volume_pass(ctx: DeviceContext) -> None:
         s_lo, s_hi = int(element_offsets[e_lo]), int(element_offsets[e_hi])
         q = plan.q_uniform if plan.q_uniform is not None else np.repeat(
             plan.q_element[e_lo:e_hi], np.diff(element_offsets[e_lo:e_hi + 1]))
-        batch = simplex_points(mesh.points, mesh.simplex_volume[s_lo:s_hi], q, cells=mesh.simplices[s_lo:s_hi],
-                               workspace=ctx.workspace)
+        batch = simplex_points_on(ctx.xp, ctx.mesh_points, ctx.simplices[s_lo:s_hi], ctx.simplex_volume[s_lo:s_hi], q)
         X, W, pts = ctx.points(batch)
         t = timer.add("quadrature_points", t)
-        coef = ctx.coefficient_arrays(ctx.coefficients.volume(batch.x, want_load=True))
+        coef = ctx.values.volume(ctx.x64, want_load=True)
         timer.add("coefficients", t)
         if plan.approach == "2":  # thread per element: its sub-simplices in order
             ctx.run("volume_rows", e_hi - e_lo, "element_kernel", e_lo, offsets_dev, s_lo, pts, X, W, *coef, *tables)
@@ -164,7 +182,7 @@ def _interior_rows_pass(ctx: DeviceContext) -> None:
         ctx.face_local[faces_dev] = xp.arange(len(faces), dtype=np.int64)
         batch, (X, W, pts) = ctx.face_points(faces)
         t = time.perf_counter()
-        A, B = ctx.coefficient_arrays(ctx.coefficients.interior(batch.x))
+        A, B = ctx.values.interior(ctx.x64)
         timer.add("coefficients", t)
         ctx.run("interior_rows", e_hi - e_lo, "interior_kernel", e_lo, *adjacency, ctx.face_local, pts, X, W, A, B,
                 *tables)
@@ -184,7 +202,7 @@ def _interior_sides_pass(ctx: DeviceContext) -> None:
         faces = np.arange(f_lo, f_hi, dtype=np.int64)
         batch, (X, W, pts) = ctx.face_points(faces)
         t = time.perf_counter()
-        A, B = ctx.coefficient_arrays(ctx.coefficients.interior(batch.x))
+        A, B = ctx.values.interior(ctx.x64)
         timer.add("coefficients", t)
         # the adjacency entry of each side's off-diagonal block: (e1, e2) for side 0, (e2, e1) for side 1
         iface = np.searchsorted(mesh.interface_offsets, faces, side="right") - 1
@@ -208,8 +226,7 @@ def boundary_face_pass(ctx: DeviceContext, mode: int, key: str) -> None:
         faces = np.arange(f0, f1, dtype=np.int64)
         batch, (X, W, pts) = ctx.face_points(faces)
         t = time.perf_counter()
-        normals = np.repeat(mesh.face_normal[faces], np.diff(batch.offsets), axis=0)
-        coef = ctx.coefficient_arrays(ctx.coefficients.boundary(batch.x, normals))
+        coef = ctx.values.boundary(ctx.x64, ctx.point_normals(ctx.dev(faces), pts))
         timer.add("coefficients", t)
         if plan.approach == "2":  # thread per element: its boundary faces in order
             ctx.face_local[f0:f1] = ctx.xp.arange(f1 - f0, dtype=np.int64)

@@ -27,7 +27,7 @@ from ..assembly.assembler import AssemblyResult, assemble
 from ..assembly.passes import expand_ranges
 from ..partition.ranks import balance, element_work, rank_partition
 from ..problem import as_problem
-from .comm import collective_phase
+from .comm import bind_rank_device, collective_phase
 from .parts import RankPart, compile_relabel_kernel, local_diffusion_bound, part_face_penalty, rank_numbering, rank_parts, relabel_columns
 
 __all__ = ["DistributedAssembly", "assemble_distributed"]
@@ -195,6 +195,16 @@ def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = Non
 
     comm.Allreduce(MPI.IN_PLACE, a_all, op=MPI.MAX)  # a_K of every element: the halo's come from its owners
 
+    with collective_phase(comm):  # the GPU backend: rank r of a node on GPU r mod (GPUs on the node)
+        from .. import backend as bk
+
+        options["backend"] = bk.resolve_backend(options.get("backend", "numpy"))
+        device = bind_rank_device(comm, options["backend"])
+        if bk.is_device(options["backend"]):
+            options["to_host"] = True  # the rank's rows are relabelled and gathered on the host
+    if say is not None and rank == root and bk.is_device(options["backend"]):
+        say(f"backend {options['backend']}: rank r uses GPU r mod (GPUs on its node); rank 0: {device['device']}")
+
     with collective_phase(comm):
         sigma = part_face_penalty(part, a_all[part.submesh.elements], penalty)
         del a_all
@@ -211,10 +221,12 @@ def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = Non
     info = dict(result.info)
     info.update(dofs=part.n_dofs, elements=part.n_elements, faces=part.n_faces, rank=rank, ranks=size, row_range=list(part.row_range),
                 owned_elements=int(len(part.submesh.owned)), halo_elements=int(len(part.submesh.halo)),
-                timings=timings)
+                timings=timings, device=device["device"], device_index=device["device_index"])
     info["work"] = float(element_work(local_space, quadrature_extra)[part.submesh.owned].sum())
     per_rank = comm.gather({"timings": timings, "nnz": int(matrix.nnz), "elements": info["owned_elements"],
-                            "halo": info["halo_elements"], "rows": int(matrix.shape[0]), "work": info["work"]},
+                            "halo": info["halo_elements"], "rows": int(matrix.shape[0]), "work": info["work"],
+                             "device": device["device"], "device_index": device["device_index"],
+                             "node_rank": device["node_rank"]},
                            root=root)
     single_of_rank = None
     if rank == root:
@@ -247,5 +259,6 @@ def _rank_report(per_rank: list[dict]) -> dict:
         "balance": {"kernel_time": balance(kernels), "nnz": balance([r["nnz"] for r in per_rank]),
                     "elements": balance([r["elements"] for r in per_rank]),
                     "work": balance([r["work"] for r in per_rank])},
-        "per_rank": [{k: r[k] for k in ("nnz", "elements", "halo", "rows", "work")} for r in per_rank],
+        "per_rank": [{k: r[k] for k in ("nnz", "elements", "halo", "rows", "work", "device", "device_index",
+                                        "node_rank")} for r in per_rank],
     }

@@ -38,6 +38,40 @@ def world():
     return MPI.COMM_WORLD
 
 
+def node_local_rank(comm) -> tuple[int, int]:
+    """(rank among the ranks on this node, number of ranks on this node): ``Split_type(COMM_TYPE_SHARED)``."""
+    from mpi4py import MPI
+
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return node.Get_rank(), node.Get_size()
+    finally:
+        node.Free()
+
+
+#: the device this process was bound to by :func:`bind_rank_device`: (backend, index, description)
+_BOUND: tuple[str, int, str] | None = None
+
+
+def bind_rank_device(comm, backend: str) -> dict:
+    """Bind this rank to its GPU, rank r on a node to GPU r mod (GPUs on the node), once per process.
+
+    Returns ``{"device_index", "device", "node_rank", "node_ranks"}`` (the
+    index is -1 on the CPU).  A collective call (the node's communicator is
+    split).  A second call in the same process keeps the first binding.
+    """
+    from .. import backend as bk
+
+    global _BOUND
+    local, on_node = node_local_rank(comm)
+    if not bk.is_device(backend):
+        return {"device_index": -1, "device": "cpu", "node_rank": local, "node_ranks": on_node}
+    if _BOUND is None or _BOUND[0] != backend:
+        index = bk.device_for_rank(local, bk.device_count(backend))
+        _BOUND = (backend, index, bk.use_device(index, backend))
+    return {"device_index": _BOUND[1], "device": _BOUND[2], "node_rank": local, "node_ranks": on_node}
+
+
 def one_thread_per_rank() -> int:
     """Give each rank one Numba thread unless the user chose (NUMBA_NUM_THREADS / OMP_NUM_THREADS).
 

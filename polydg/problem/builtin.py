@@ -6,6 +6,12 @@ derivation of f is in each docstring), so that errors can be measured.
 :data:`BUILTIN_PROBLEMS` maps the names ``--problem`` accepts to them, and
 :func:`builtin_problem` also knows ``paper`` and ``polynomial:P[:KIND[:SEED]]``
 (:mod:`polydg.problem.polynomial`).
+
+Every callable is written against the array namespace of its points
+(``xp = array_namespace(x)``, :func:`polydg.backend.array_namespace`): NumPy
+arrays give NumPy arrays, and with the GPU backend CuPy arrays give CuPy
+arrays, so the coefficients are evaluated on the device.  The NumPy results
+are bitwise those of the earlier NumPy-only code.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..backend import array_namespace
 from ..errors import ProblemError
 from .contract import Problem, _default_mesh
 from .paper_kernel import _paper_source
@@ -29,12 +36,13 @@ def _products_without(factors: np.ndarray) -> np.ndarray:
 
     Prefix and suffix products: 3 m multiplications per row, no copies of the input.
     """
+    xp = array_namespace(factors)
     n, m = factors.shape
-    out = np.empty((n, m))
+    out = xp.empty((n, m), dtype=factors.dtype)
     out[:, 0] = 1.0
     for k in range(1, m):  # m = d columns, not a loop over points
-        np.multiply(out[:, k - 1], factors[:, k - 1], out=out[:, k])
-    suffix = np.ones(n)
+        xp.multiply(out[:, k - 1], factors[:, k - 1], out=out[:, k])
+    suffix = xp.ones(n, dtype=factors.dtype)
     for k in range(m - 1, -1, -1):
         out[:, k] *= suffix
         suffix *= factors[:, k]
@@ -43,10 +51,15 @@ def _products_without(factors: np.ndarray) -> np.ndarray:
 
 def _pair_products_without(factors: np.ndarray) -> np.ndarray:
     """``out[:, k, l] = prod_{j not in {k, l}} factors[:, j]`` for k != l (diagonal: 0)."""
+    xp = array_namespace(factors)
     n, m = factors.shape
-    out = np.zeros((n, m, m))
+    out = xp.zeros((n, m, m), dtype=factors.dtype)
     for k, l in itertools.combinations(range(m), 2):
-        out[:, k, l] = out[:, l, k] = np.prod(np.delete(factors, [k, l], axis=1), axis=1)
+        product = xp.ones(n, dtype=factors.dtype)
+        for j in range(m):  # the other columns in order (m <= 3: at most one factor, as np.prod gave)
+            if j not in (k, l):
+                product = product * factors[:, j]
+        out[:, k, l] = out[:, l, k] = product
     return out
 
 
@@ -82,10 +95,12 @@ def paper_problem(d: int) -> Problem:
     eps = 0.01
 
     def exact(x):
-        return np.prod(np.sin(np.pi * x), axis=1)
+        xp = array_namespace(x)
+        return xp.prod(xp.sin(np.pi * x), axis=1)
 
     def exact_gradient(x):
-        return np.pi * np.cos(np.pi * x) * _products_without(np.sin(np.pi * x))
+        xp = array_namespace(x)
+        return np.pi * xp.cos(np.pi * x) * _products_without(xp.sin(np.pi * x))
 
     def advection(x):
         return 1.0 + x
@@ -96,8 +111,12 @@ def paper_problem(d: int) -> Problem:
         return out
 
     def source(x):
-        # this runs at every quadrature point of the mesh: compiled (see _paper_source)
-        return _paper_source(np.ascontiguousarray(x, dtype=np.float64), eps)
+        xp = array_namespace(x)
+        if xp is np:  # this runs at every quadrature point of the mesh: compiled (see _paper_source)
+            return _paper_source(np.ascontiguousarray(x, dtype=np.float64), eps)
+        # another namespace (CuPy): the same formula as array code, f = (eps d pi^2 + c) u + b . grad u
+        u, grad = exact(x), exact_gradient(x)
+        return (eps * d * np.pi**2 + reaction(x)) * u + ((1.0 + x) * grad).sum(axis=1)
 
     b_text = ", ".join(f"1+{v}" for v in "xyz"[:d])
     c_text = "3+" + "".join("xyz"[:d])
@@ -138,12 +157,14 @@ def poisson_problem(d: int) -> Problem:
     """
 
     def exact(x):
-        return np.exp(x[:, 0]) * np.prod(np.sin(np.pi * x[:, 1:] + np.pi / 4), axis=1)
+        xp = array_namespace(x)
+        return xp.exp(x[:, 0]) * xp.prod(xp.sin(np.pi * x[:, 1:] + np.pi / 4), axis=1)
 
     def exact_gradient(x):
+        xp = array_namespace(x)
         t = np.pi * x[:, 1:] + np.pi / 4
-        rest = np.pi * np.exp(x[:, :1]) * np.cos(t) * _products_without(np.sin(t))
-        return np.concatenate([exact(x)[:, None], rest], axis=1)
+        rest = np.pi * xp.exp(x[:, :1]) * xp.cos(t) * _products_without(xp.sin(t))
+        return xp.concatenate([exact(x)[:, None], rest], axis=1)
 
     def source(x):
         return ((d - 1) * np.pi**2 - 1.0) * exact(x)
@@ -185,17 +206,20 @@ def advection_problem(d: int) -> Problem:
     b = np.array([1.0, 0.5, 0.25, 0.125])[:d]
 
     def exact(x):
-        return 1.0 + np.sin(np.pi * x[:, 0]) * np.prod(np.cos(np.pi * x[:, 1:]), axis=1)
+        xp = array_namespace(x)
+        return 1.0 + xp.sin(np.pi * x[:, 0]) * xp.prod(xp.cos(np.pi * x[:, 1:]), axis=1)
 
     def exact_gradient(x):
-        s0, c0 = np.sin(np.pi * x[:, :1]), np.cos(np.pi * x[:, :1])
-        ck, sk = np.cos(np.pi * x[:, 1:]), np.sin(np.pi * x[:, 1:])
-        g0 = np.pi * c0 * np.prod(ck, axis=1, keepdims=True)
+        xp = array_namespace(x)
+        s0, c0 = xp.sin(np.pi * x[:, :1]), xp.cos(np.pi * x[:, :1])
+        ck, sk = xp.cos(np.pi * x[:, 1:]), xp.sin(np.pi * x[:, 1:])
+        g0 = np.pi * c0 * xp.prod(ck, axis=1, keepdims=True)
         gk = -np.pi * s0 * sk * _products_without(ck)
-        return np.concatenate([g0, gk], axis=1)
+        return xp.concatenate([g0, gk], axis=1)
 
     def source(x):
-        return exact_gradient(x) @ b + exact(x)
+        xp = array_namespace(x)
+        return exact_gradient(x) @ xp.asarray(b) + exact(x)
 
     return Problem(
         name="advection",
@@ -236,20 +260,22 @@ def change_of_type_problem(d: int) -> Problem:
     alpha = 0.1
 
     def a(x):
-        return alpha * np.maximum(x[:, 0] - 0.5, 0.0) ** 2
+        return alpha * array_namespace(x).maximum(x[:, 0] - 0.5, 0.0) ** 2
 
     def diffusion(x):
-        return a(x)[:, None, None] * np.eye(x.shape[1])
+        return a(x)[:, None, None] * array_namespace(x).eye(x.shape[1])
 
     def exact(x):
-        return np.prod(np.sin(np.pi * x + np.pi / 4), axis=1)
+        xp = array_namespace(x)
+        return xp.prod(xp.sin(np.pi * x + np.pi / 4), axis=1)
 
     def exact_gradient(x):
+        xp = array_namespace(x)
         t = np.pi * x + np.pi / 4
-        return np.pi * np.cos(t) * _products_without(np.sin(t))
+        return np.pi * xp.cos(t) * _products_without(xp.sin(t))
 
     def source(x):
-        m = np.maximum(x[:, 0] - 0.5, 0.0)
+        m = array_namespace(x).maximum(x[:, 0] - 0.5, 0.0)
         u, g = exact(x), exact_gradient(x)
         return alpha * m**2 * d * np.pi**2 * u - 2 * alpha * m * g[:, 0] + g.sum(axis=1) + u
 
@@ -306,31 +332,36 @@ def neumann_problem(d: int) -> Problem:
     A = neumann_diffusion_matrix(d)
 
     def exact(x):
-        return np.exp(x[:, 0]) * np.prod(np.sin(np.pi * x[:, 1:] + np.pi / 4), axis=1)
+        xp = array_namespace(x)
+        return xp.exp(x[:, 0]) * xp.prod(xp.sin(np.pi * x[:, 1:] + np.pi / 4), axis=1)
 
     def exact_gradient(x):
+        xp = array_namespace(x)
         t = np.pi * x[:, 1:] + np.pi / 4
-        rest = np.pi * np.exp(x[:, :1]) * np.cos(t) * _products_without(np.sin(t))
-        return np.concatenate([exact(x)[:, None], rest], axis=1)
+        rest = np.pi * xp.exp(x[:, :1]) * xp.cos(t) * _products_without(xp.sin(t))
+        return xp.concatenate([exact(x)[:, None], rest], axis=1)
 
     def hessian(x):
+        xp = array_namespace(x)
         t = np.pi * x[:, 1:] + np.pi / 4
         u, g = exact(x), exact_gradient(x)
-        H = np.zeros((len(x), d, d))
+        H = xp.zeros((len(x), d, d), dtype=u.dtype)
         H[:, 0, 0] = u
         H[:, 0, 1:] = H[:, 1:, 0] = g[:, 1:]
-        cos_t = np.cos(t)
-        H[:, 1:, 1:] = (np.pi**2 * np.exp(x[:, 0])[:, None, None] * cos_t[:, :, None] * cos_t[:, None, :]
-                        * _pair_products_without(np.sin(t)))
-        idx = np.arange(1, d)
+        cos_t = xp.cos(t)
+        H[:, 1:, 1:] = (np.pi**2 * xp.exp(x[:, 0])[:, None, None] * cos_t[:, :, None] * cos_t[:, None, :]
+                        * _pair_products_without(xp.sin(t)))
+        idx = xp.arange(1, d)
         H[:, idx, idx] = -np.pi**2 * u[:, None]
         return H
 
     def source(x):
-        return -np.einsum("ij,nij->n", A, hessian(x))
+        xp = array_namespace(x)
+        return -xp.einsum("ij,nij->n", xp.asarray(A), hessian(x))
 
     def neumann(x, normal):
-        return np.einsum("nj,ij,ni->n", exact_gradient(x), A, normal)
+        xp = array_namespace(x, normal)
+        return xp.einsum("nj,ij,ni->n", exact_gradient(x), xp.asarray(A), normal)
 
     def is_neumann(x, normal):
         return normal[:, 0] > 0.5
@@ -374,7 +405,8 @@ def paper_space_time_problem(d: int = 2) -> Problem:
         raise ProblemError(f"problem 'paper-2d1' exists over 2D meshes only, not {d}D")
 
     def space_part(x):
-        return np.sin(np.pi * x[:, 0]) * np.sin(np.pi * x[:, 1])
+        xp = array_namespace(x)
+        return xp.sin(np.pi * x[:, 0]) * xp.sin(np.pi * x[:, 1])
 
     def exact(y):
         return space_part(y) * (1.0 - y[:, 2])

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..backend import array_namespace
 from ..errors import ProblemError
 from .contract import Problem, _default_mesh
 
@@ -39,13 +40,15 @@ class Polynomial:
         return int(self.exponents.sum(axis=1).max(initial=0))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
+        """p at the points ``x`` (n, d), in their array namespace (NumPy, or CuPy on the GPU)."""
+        xp = array_namespace(x)
+        x = xp.asarray(x, dtype=np.float64)
         n = x.shape[0]
-        powers = x[:, :, None] ** np.arange(self.degree + 1)  # (n, d, degree+1)
-        monomials = np.ones((n, len(self.coeff)))
+        powers = x[:, :, None] ** xp.arange(self.degree + 1)  # (n, d, degree+1)
+        monomials = xp.ones((n, len(self.coeff)))
         for k in range(self.dim):  # d factors of every monomial
-            monomials *= powers[:, k, self.exponents[:, k]]
-        return monomials @ self.coeff
+            monomials *= powers[:, k, xp.asarray(self.exponents[:, k])]
+        return monomials @ xp.asarray(self.coeff)
 
     def derivative(self, k: int) -> "Polynomial":
         """d p / d x_k."""
@@ -57,7 +60,7 @@ class Polynomial:
 
     def gradient(self, x: np.ndarray) -> np.ndarray:
         """(n, d) gradient at the points."""
-        return np.stack([self.derivative(k)(x) for k in range(self.dim)], axis=1)
+        return array_namespace(x).stack([self.derivative(k)(x) for k in range(self.dim)], axis=1)
 
     def __add__(self, other: "Polynomial") -> "Polynomial":
         return Polynomial(np.r_[self.coeff, other.coeff], np.r_[self.exponents, other.exponents]).simplified()
@@ -143,7 +146,7 @@ def polynomial_problem(dim: int, degree: int, kind: str = "mixed", seed: int = 0
         f = f + c * u
 
     def exact_gradient(x):
-        return np.stack([g(x) for g in grad], axis=1)
+        return array_namespace(x).stack([g(x) for g in grad], axis=1)
 
     return Problem(
         name=f"polynomial:{degree}:{kind}:{seed}",
