@@ -579,6 +579,18 @@ def test_the_three_reductions_agree_on_a_slab(space_mesh, basis, local_steps):
     assert small.info["chunks"] > 1
     np.testing.assert_array_equal(small.matrix.data, ref.data)
     np.testing.assert_array_equal(small.rhs, results["2"].rhs)
+    # ... and whatever the thread count
+    import numba
+
+    before = numba.get_num_threads()
+    try:
+        for threads in {1, numba.config.NUMBA_NUM_THREADS}:
+            numba.set_num_threads(threads)
+            again = assemble(space, problem, memory_budget_mb=0.02, face_penalty_scale=scale)
+            np.testing.assert_array_equal(again.matrix.data, ref.data)
+            np.testing.assert_array_equal(again.rhs, results["2"].rhs)
+    finally:
+        numba.set_num_threads(before)
 
 
 def test_diffusion_dominated_with_pq_and_local_steps(space_mesh):
