@@ -77,7 +77,7 @@ class AssemblyResult:
 def assemble(space, problem, *, approach: str = "2", precision: str = "double", penalty: float = 10.0,
              penalty_kind: str = "classical", quadrature_extra: int = 0, memory_budget_mb: float = 1024.0,
              backend: str = "numpy", elements: np.ndarray | None = None, face_penalty: np.ndarray | None = None,
-             face_penalty_scale: np.ndarray | None = None,
+             face_penalty_scale: np.ndarray | None = None, column_numbering: tuple | None = None,
              progress: Callable[[str, int, int], None] | None = None,
              workspace: Workspace | None = None, to_host: bool = False, comm=None) -> AssemblyResult:
     """Assemble the IP-dG matrix and load vector of ``problem`` on ``space``.
@@ -110,6 +110,11 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         none (all 1).  A space-time slab with local time steps passes 0 on
         the faces between an element's steps: A = diag(a, 0) has no normal
         part there, and the dG-in-time jump is the upwind term alone
+    column_numbering : ``(label, first, n)``: element e's columns are
+        ``first[e]:first[e] + n_e`` of n, each row's blocks in the order of
+        ``label`` (how an MPI rank writes the rank numbering's columns
+        directly; :func:`~polydg.assembly.pattern.sparsity_pattern`);
+        approaches 2 and atomic
     progress : called as ``progress(stage, done, total)`` after each chunk
     workspace : a :class:`~polydg.assembly.Workspace` to keep the work arrays
         (quadrature points, coefficient values) in from one call to the next,
@@ -183,6 +188,8 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     if elements.ndim != 1 or len(elements) == 0 or np.any(np.diff(elements) <= 0) or elements[0] < 0 \
             or elements[-1] >= n_el:
         raise OptionError(f"elements must be a non-empty increasing array of element ids in [0, {n_el})")
+    if column_numbering is not None and approach == "1":
+        raise OptionError("approach '1' sorts its own triplets: it takes no column_numbering")
     if face_penalty is not None and np.shape(face_penalty) != (mesh.n_faces,):
         raise OptionError(f"face_penalty has shape {np.shape(face_penalty)}, expected ({mesh.n_faces},) (one per face)")
     if on_device and getattr(space, "basis", "P") != "P":
@@ -200,7 +207,8 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
 
     plan = plan_assembly(space, problem, approach=approach, dtype=dtype, penalty=penalty, penalty_kind=penalty_kind,
                          quadrature_extra=quadrature_extra, memory_budget_mb=memory_budget_mb, elements=elements,
-                         face_penalty=face_penalty, timer=timer, face_penalty_scale=face_penalty_scale)
+                         face_penalty=face_penalty, timer=timer, face_penalty_scale=face_penalty_scale,
+                         column_numbering=column_numbering)
     coefficients = Coefficients(problem, d, dtype, thread_count(), workspace)
     if on_device:  # the same plan, a second executor
         from .cuda_passes import assemble_on_device

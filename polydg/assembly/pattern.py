@@ -83,20 +83,19 @@ class SparsityPattern:
 
 
 @range_kernel
-def _fill_indices(t_lo, t_hi, elements, dof_offsets, element_dofs, adj_offsets, adj_col, row_base, row_width,
-                  indices):  # pragma: no cover
+def _fill_indices(t_lo, t_hi, elements, column_first, element_dofs, adj_offsets, adj_col, block_start, row_base,
+                  row_width, indices):  # pragma: no cover
     """Column indices of the rows of ``elements[t_lo:t_hi]``: all rows of an element have the same
-    columns, so the first row is written entry by entry and copied to the others."""
+    columns, so the first row is written block by block and copied to the others."""
     for t in range(t_lo, t_hi):
         e = elements[t]
         w = row_width[e]
         first = row_base[e]
-        pos = first
         for k in range(adj_offsets[e], adj_offsets[e + 1]):
-            start = dof_offsets[adj_col[k]]
+            start = column_first[adj_col[k]]
+            pos = first + block_start[k]
             for j in range(element_dofs[adj_col[k]]):
                 indices[pos + j] = start + j
-            pos += element_dofs[adj_col[k]]
         for i in range(1, element_dofs[e]):
             for j in range(w):
                 indices[first + i * w + j] = indices[first + j]
@@ -164,18 +163,25 @@ def compile_pattern_kernels() -> None:
     """Compile (or load from Numba's cache) the pattern kernel, on empty input."""
     z = np.zeros(0, dtype=np.int64)
     _adjacency(0, z, z, z)
-    _fill_indices(0, 0, z, np.zeros(1, np.int64), z, np.zeros(1, np.int64), z, z, z, z)
+    _fill_indices(0, 0, z, np.zeros(1, np.int64), z, np.zeros(1, np.int64), z, z, z, z, z)
     for dtype in (np.float64, np.float32):
         _zero_rows(0, 0, z, z, z, z, np.zeros(0, dtype))
 
 
 def sparsity_pattern(
-    mesh: PolytopicMesh, dof_offsets: np.ndarray, elements: np.ndarray | None = None
+    mesh: PolytopicMesh, dof_offsets: np.ndarray, elements: np.ndarray | None = None,
+    column_numbering: tuple[np.ndarray, np.ndarray, int] | None = None,
 ) -> SparsityPattern:
     """Sparsity pattern of the rows of ``elements`` (default: all, in order).
 
     ``elements`` is an increasing array of element ids (the rows of one rank);
-    their rows are numbered consecutively, in that order.  Columns are global.
+    their rows are numbered consecutively, in that order.  Columns are global:
+    ``dof_offsets``, or with ``column_numbering = (label, first, n)`` element
+    e's columns are ``first[e]:first[e] + n_e`` of n, and each row's blocks
+    are laid out in the order of their elements' ``label`` (the MPI rank
+    numbering: the values land where PETSc wants them, with no copy).  The
+    adjacency entries, and so the order in which kernels visit neighbours,
+    stay in element order either way.
 
     >>> from polydg.mesh import unit_square, build_polytopic_mesh
     >>> from polydg.space import DGSpace
@@ -193,6 +199,11 @@ def sparsity_pattern(
     b = np.ascontiguousarray(mesh.interface_elements[:, 1], dtype=np.int64)
     adj_offsets, adj_col, block_start, row_width, diag_entry, interface_entry = _adjacency(
         n_el, a, b, element_dofs.astype(np.int64))
+    column_first, n_cols = dof_offsets, int(dof_offsets[-1])
+    if column_numbering is not None:
+        label, column_first, n_cols = column_numbering
+        column_first = np.ascontiguousarray(column_first, dtype=np.int64)
+        block_start = _blocks_by_label(adj_offsets, adj_col, element_dofs, np.asarray(label))
 
     # rows of the selected elements
     sel_sizes = element_dofs[elements] * row_width[elements]
@@ -204,11 +215,11 @@ def sparsity_pattern(
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(np.repeat(row_width[elements], element_dofs[elements]), out=indptr[1:])
     indices = np.empty(int(indptr[-1]), dtype=np.int64)
-    parallel_range(_fill_indices, 0, len(elements), elements, dof_offsets, element_dofs, adj_offsets, adj_col,
-                   row_base, row_width, indices)
+    parallel_range(_fill_indices, 0, len(elements), elements, column_first, element_dofs, adj_offsets, adj_col,
+                   block_start, row_base, row_width, indices)
     return SparsityPattern(
         n_rows=n_rows,
-        n_cols=int(dof_offsets[-1]),
+        n_cols=int(n_cols),
         indptr=indptr,
         indices=indices,
         row_base=row_base,
@@ -222,3 +233,16 @@ def sparsity_pattern(
         elements=elements,
         element_dofs=element_dofs.astype(np.int64),
     )
+
+
+def _blocks_by_label(adj_offsets: np.ndarray, adj_col: np.ndarray, element_dofs: np.ndarray,
+                     label: np.ndarray) -> np.ndarray:
+    """block_start with each row's blocks ordered by their column elements' labels (adjacency order kept)."""
+    row = np.repeat(np.arange(len(adj_offsets) - 1), np.diff(adj_offsets))
+    order = np.lexsort((label[adj_col], row))  # entries row by row, by label
+    width = element_dofs[adj_col[order]]
+    start_sorted = np.cumsum(width) - width
+    start_sorted -= np.repeat(start_sorted[adj_offsets[:-1]], np.diff(adj_offsets))  # from each row's start
+    block_start = np.empty_like(start_sorted)
+    block_start[order] = start_sorted
+    return block_start.astype(np.int64)

@@ -70,12 +70,13 @@ class AssemblyPlan:
 
 def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penalty_kind: str,
                   quadrature_extra: int, memory_budget_mb: float, elements: np.ndarray, timer: Timer,
-                  face_penalty: np.ndarray | None = None,
+                  face_penalty: np.ndarray | None = None, column_numbering: tuple | None = None,
                   face_penalty_scale: np.ndarray | None = None) -> AssemblyPlan:
     """The plan of one assembly; the pattern's time goes to ``indices``, the penalty's to ``penalty``.
 
     ``face_penalty`` (sigma_F per face), when given, is used as it is;
-    ``face_penalty_scale`` (n_faces,), when given, multiplies each face's penalty.
+    ``face_penalty_scale`` (n_faces,), when given, multiplies each face's penalty;
+    ``column_numbering`` goes to :func:`~polydg.assembly.pattern.sparsity_pattern`.
     """
     mesh = space.mesh
     d, n_el = mesh.dim, mesh.n_elements
@@ -88,7 +89,7 @@ def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penal
     rule_degree = space.total_degree
 
     t = time.perf_counter()
-    pattern = sparsity_pattern(mesh, space.dof_offsets, elements)
+    pattern = sparsity_pattern(mesh, space.dof_offsets, elements, column_numbering)
     t = timer.add("indices", t)
     adj_interface = np.full(len(pattern.adj_col), -1, dtype=np.int64)
     adj_interface[pattern.interface_entry[:, 0]] = np.arange(mesh.n_interfaces)

@@ -135,7 +135,7 @@ class DistributedAssembly:
 def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = None, weighted: bool = True,
                          penalty: float = 10.0, penalty_kind: str = "classical", quadrature_extra: int = 0,
                          face_penalty_scale: np.ndarray | None = None, root: int = 0, say=None,
-                         **options) -> DistributedAssembly:
+                         reuse: DistributedAssembly | None = None, **options) -> DistributedAssembly:
     """Assemble across the ranks of ``comm``: each rank gets its rows (see :class:`DistributedAssembly`).
 
     ``space`` is needed on ``root`` only (other ranks may pass None or their
@@ -143,7 +143,9 @@ def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = Non
     (default: :func:`~polydg.partition.ranks.rank_partition`, weighted by
     kernel work unless ``weighted=False``).  ``face_penalty_scale`` (one
     factor per face of the whole mesh, on ``root``) as in
-    :func:`~polydg.assembly.assemble`.  ``options`` go to
+    :func:`~polydg.assembly.assemble`.  ``reuse``, a previous result of the
+    same space and options on the same ranks, skips the partition and the
+    distribution (repeated assemblies: time steps, timing runs).  ``options`` go to
     :func:`~polydg.assembly.assemble` (approach, precision, memory budget, ...).
     A collective call; an error on any rank raises
     :class:`~polydg.distributed.comm.RankFailure` on every rank.
@@ -155,8 +157,10 @@ def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = Non
     jit = time.perf_counter() - t0
     t0 = time.perf_counter()
     parts = None
+    if reuse is not None:  # the same space, partition and parts as a previous call
+        part, ranks = reuse.part, reuse.info.get("element_ranks")
     with collective_phase(comm):
-        if rank == root:
+        if rank == root and reuse is None:
             if ranks is None:
                 ranks = rank_partition(space, size, weighted=weighted, quadrature_extra=quadrature_extra)
             ranks = np.asarray(ranks, dtype=np.int64)
@@ -167,12 +171,14 @@ def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = Non
                                   f"{space.mesh.n_elements} elements")
             parts = rank_parts(space, ranks, penalty_kind=penalty_kind, face_penalty_scale=face_penalty_scale)
     timings["partition"] = time.perf_counter() - t0
-    if say is not None and rank == root:
+    if say is not None and rank == root and reuse is None:
         say(f"partitioned {space.mesh.n_elements:,} elements over {size} ranks in {timings['partition']:.3f} s")
 
     t = time.perf_counter()
     with collective_phase(comm):
-        if rank == root:
+        if reuse is not None:
+            pass
+        elif rank == root:
             mine = None
             for part in parts:  # built and sent one at a time: rank 0 never holds them all
                 if part.rank == root:
@@ -208,12 +214,19 @@ def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = Non
     with collective_phase(comm):
         sigma = part_face_penalty(part, a_all[part.submesh.elements], penalty)
         del a_all
+        # approaches 2 and atomic write the rank numbering's columns directly; approach 1's SciPy
+        # conversion sorts local columns, relabelled after
+        direct = str(options.get("approach", "2")) != "1"
+        columns = (part.rank_dof_offsets, part.rank_dof_offsets, part.n_dofs) if direct else None
         result = assemble(local_space, problem, elements=part.submesh.owned, face_penalty=sigma,
-                          penalty=penalty, penalty_kind=penalty_kind, quadrature_extra=quadrature_extra, **options)
-        t = time.perf_counter()
-        matrix = relabel_columns(result.matrix, part.dof_map(local_space, rank_numbering=True), part.n_dofs)
-        result.info["timings"]["indices"] += time.perf_counter() - t
-        result.info["timings"]["total_assembly"] += time.perf_counter() - t
+                          penalty=penalty, penalty_kind=penalty_kind, quadrature_extra=quadrature_extra,
+                          column_numbering=columns, **options)
+        matrix = result.matrix
+        if not direct:
+            t = time.perf_counter()
+            matrix = relabel_columns(matrix, part.dof_map(local_space, rank_numbering=True), part.n_dofs)
+            result.info["timings"]["indices"] += time.perf_counter() - t
+            result.info["timings"]["total_assembly"] += time.perf_counter() - t
         dofs = part.dof_map(local_space)[_owned_rows(local_space, part)]
     timings.update(result.info["timings"])
     timings["jit"] += jit

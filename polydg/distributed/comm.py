@@ -16,13 +16,15 @@ import sys
 
 from ..errors import OptionError, PolyDGError
 
-#: environment variables through which launchers give the number of ranks (MPICH/Hydra, Open MPI, PMIx, Slurm)
-SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS")
+#: environment variables through which launchers give the number of ranks: MPICH/Hydra and srun --mpi=pmi2
+#: (PMI_SIZE), Open MPI, PMIx, and srun's job steps (SLURM_STEP_NUM_TASKS, set inside srun only, not in the
+#: batch script around it)
+SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS")
 
 
 def launched_ranks() -> int:
     """The number of ranks this process was started with by ``mpiexec`` (1 when started alone)."""
-    for name in SIZE_VARIABLES[:3]:
+    for name in SIZE_VARIABLES:
         value = os.environ.get(name)
         if value and value.isdigit():
             return int(value)
