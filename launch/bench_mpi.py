@@ -3,8 +3,8 @@
 For each case and degree the driver runs, for every rank count R of
 ``--ranks``,
 
-    OMP_NUM_THREADS=T NUMBA_NUM_THREADS=T mpiexec -n R python -m polydg.assemble \\
-        --mesh MESH --agglomerate N --problem PROBLEM --degree P --repeat K --json DIR/CASE-pP/ranks-R.json --quiet
+    OMP_NUM_THREADS=T NUMBA_NUM_THREADS=T mpiexec -n R python -m polydg.assemble --mesh MESH \\
+        --agglomerate N --problem PROBLEM --degree P --backend B --repeat K --json DIR/CASE-pP/ranks-R.json --quiet
 
 (T = ``--threads``, default 1: the ranks, not threads, share the cores, and
 the 1-rank baseline must run on one thread too; NUMBA_NUM_THREADS is set as
@@ -25,34 +25,42 @@ per case:
   partition's estimated work, and the halo elements summed over ranks.
 
 Runs with more ranks than this machine's cores are marked ``*``
-(oversubscribed: they work, slower).  The ``load`` column is the machine's
-1-minute load average when the run started (stored in the run's JSON under
-``bench_mpi`` with the command and its wall time): on a shared machine,
-other jobs' load shows up in the timings.  A figure (time per phase against
-ranks on log-log axes with the ideal T(1) / R, parallel efficiency, load
-balance) is written to ``DIR/CASE-pP.png`` when matplotlib is importable
-(``pip install -e ".[plot]"``), and every figure printed to
-``DIR/summary.json``.
+(oversubscribed: they work, slower).  The ``others`` column is the number
+of cores that other processes kept busy during the run, on average (the
+machine's busy CPU time from /proc/stat less the run's own; stored in the
+run's JSON under ``bench_mpi`` with the command and its wall time): on a
+shared machine other jobs show up in the timings, and this says which runs
+to distrust.  A figure (time per phase against ranks on log-log axes with
+the ideal T(1) / R, parallel efficiency, load balance) is written to
+``DIR/CASE-pP.png`` when matplotlib is importable (``pip install -e
+".[plot]"``), and every figure printed to ``DIR/summary.json``.
 
 Cases (``--case``; ``--mesh`` / ``--agglomerate`` override the size):
 
-* ``3d``: paper-3d on cube:24 (82,944 tetrahedra) agglomerated into about
-  16,000 elements (160k dofs at p = 2);
-* ``2d``: paper-2d on square:256 (131,072 triangles) agglomerated into about
-  16,000 elements (96k dofs at p = 2).
+* ``3d``: paper-3d on cube:24 (82,944 tetrahedra) agglomerated into
+  16,738 elements (16,000 asked; 167k dofs at p = 2);
+* ``2d``: paper-2d on square:384 (294,912 triangles) agglomerated into
+  37,818 elements (36,000 asked; 227k dofs at p = 2).
 
-Run:  python launch/bench_mpi.py --case all --degree 1 2 --ranks 1,2,4,8,16 --repeat 3 --out mpi-scaling
+Each run takes a few seconds on a 2-core machine.  For the paper's Table 5
+shape on a cluster, e.g. ``--mesh cube:102 --agglomerate 1570000 --degree 1``
+(6.6M dofs).
+
+Run:  python launch/bench_mpi.py --case all --ranks 1,2,4 --repeat 5      # docs/performance.md's figures
+      python launch/bench_mpi.py --case all --degree 1 2 --ranks 1,2,4,8,16 --repeat 3 --out mpi-scaling
       python launch/bench_mpi.py --case 3d --mesh cube:12 --agglomerate 2000 --ranks 1,2,4 --repeat 5
       python launch/bench_mpi.py --report-only --out mpi-scaling       # tables and figures of earlier runs
-      python launch/bench_mpi.py --case 3d --launcher "srun --mpi=pmix" --ranks 4,8,16 --dry-run
+      python launch/bench_mpi.py --launcher "srun --mpi=pmi2" --backend auto --ranks 1,2,4,8 --dry-run
 
 Needs mpi4py and an ``mpiexec`` (``pip install -e ".[mpi]"``: the mpich
-wheel brings one).  Run the ranks in increasing order, as by default: after
-a change to polydg's sources the first run compiles the kernels (about a
-minute, every rank at once) and the later ones load them from the cache;
-the timings exclude compilation either way (its seconds are the ``jit``
-column).  With 1 rank ``python -m polydg.assemble`` runs its single-process
-path, whose JSON has no per-rank figures: its balance is 1.
+wheel brings one).  The rank counts run in increasing order: after a
+change to polydg's sources the first run (1 rank) compiles the kernels,
+about a minute, and the later ones load them from the cache instead of
+compiling on every rank at once; the timings exclude compilation either
+way (its seconds are the ``jit`` column).  In a Slurm allocation,
+``--launcher srun`` starts the ranks (see launch/slurm_polydg.sh).  With 1
+rank ``python -m polydg.assemble`` runs its single-process path, whose JSON
+has no per-rank figures: its balance is 1.
 """
 
 from __future__ import annotations
@@ -60,6 +68,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import shutil
 import subprocess
@@ -69,7 +78,7 @@ from pathlib import Path
 
 CASES = {
     "3d": {"mesh": "cube:24", "agglomerate": 16_000, "problem": "paper-3d"},
-    "2d": {"mesh": "square:256", "agglomerate": 16_000, "problem": "paper-2d"},
+    "2d": {"mesh": "square:384", "agglomerate": 36_000, "problem": "paper-2d"},
 }
 #: phases of the tables and the figure: JSON ``timings`` key -> label
 PHASES = {
@@ -99,11 +108,11 @@ def launcher_command(launcher: str) -> list[str]:
     return [program, *words[1:]]
 
 
-def run_command(launcher: list[str], ranks: int, case: dict, degree: int, repeat: int, out: Path) -> list[str]:
+def run_command(launcher: list[str], ranks: int, case: dict, degree: int, args, out: Path) -> list[str]:
     """The ``mpiexec -n R python -m polydg.assemble ...`` command of one run."""
     return [*launcher, "-n", str(ranks), sys.executable, "-m", "polydg.assemble", "--mesh", case["mesh"],
             "--agglomerate", str(case["agglomerate"]), "--problem", case["problem"], "--degree", str(degree),
-            "--repeat", str(repeat), "--json", str(out), "--quiet"]
+            "--backend", args.backend, "--repeat", str(args.repeat), "--json", str(out), "--quiet"]
 
 
 def run_all(args, cases: dict[str, dict]) -> None:
@@ -119,30 +128,55 @@ def run_all(args, cases: dict[str, dict]) -> None:
                 for old in folder.glob("ranks-*.json"):
                     old.unlink()
             for r in args.ranks:
-                cmd = run_command(launcher, r, case, p, args.repeat, folder / f"ranks-{r}.json")
+                cmd = run_command(launcher, r, case, p, args, folder / f"ranks-{r}.json")
                 line = f"OMP_NUM_THREADS={args.threads} NUMBA_NUM_THREADS={args.threads} {shlex.join(cmd)}"
                 print(line, flush=True)
                 if args.dry_run:
                     continue
-                load = os.getloadavg()[0]
-                start = time.perf_counter()
+                busy, ours, start = busy_cpu_seconds(), children_cpu_seconds(), time.perf_counter()
                 done = subprocess.run(cmd, env=env)
                 if done.returncode != 0:
                     sys.exit(f"bench_mpi.py: run failed with exit code {done.returncode}: {line}")
-                note_run(folder / f"ranks-{r}.json", line, load, time.perf_counter() - start)
+                wall = time.perf_counter() - start
+                others = (busy_cpu_seconds() - busy - (children_cpu_seconds() - ours)) / wall
+                ran = note_run(folder / f"ranks-{r}.json", line, wall, others)
+                if ran != r:  # e.g. srun with a PMI that polydg does not see: R independent one-process runs
+                    sys.exit(f"bench_mpi.py: polydg ran on {ran} rank(s) where {r} were started; check that "
+                             f"the launcher matches mpi4py's MPI: {line}")
 
 
-def note_run(path: Path, line: str, load: float, wall: float) -> None:
-    """Add the command, the wall time and the machine's load before the run to the run's JSON.
+def busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine has been busy since boot (Linux /proc/stat; NaN elsewhere)."""
+    try:
+        with open("/proc/stat") as fh:
+            ticks = [int(x) for x in fh.readline().split()[1:]]
+    except OSError:
+        return float("nan")
+    idle = ticks[3] + ticks[4]  # idle, iowait; steal (another VM's use of our cores) counts as busy
+    return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK")
 
-    On a shared machine other jobs' load shows up in the timings; the load
-    average says which runs to distrust.
+
+def children_cpu_seconds() -> float:
+    """CPU seconds of this process's finished children and their descendants (mpiexec and its ranks)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def note_run(path: Path, line: str, wall: float, others: float) -> int:
+    """Add the command, its wall time and the cores other processes kept busy meanwhile to the run's JSON.
+
+    Returns the number of ranks polydg says it ran on.
+
+    On a shared machine other jobs' load shows up in the timings; ``others``
+    (busy CPU seconds of the machine not spent by the run, per second of the
+    run) says which runs to distrust.
     """
     with open(path) as fh:
         summary = json.load(fh)
-    summary["bench_mpi"] = {"command": line, "wall_seconds": wall, "load_before": load}
+    summary["bench_mpi"] = {"command": line, "wall_seconds": wall, "other_cores_busy": others}
     with open(path, "w") as fh:
         json.dump(summary, fh, indent=1)
+    return int(summary.get("ranks", 1))
 
 
 def load_runs(folder: Path) -> dict[int, dict]:
@@ -168,7 +202,7 @@ def scaling(runs: dict[int, dict]) -> dict:
         per_rank = s.get("per_rank", [])
         rows[r] = {"seconds": {k: t.get(k, 0.0) for k in PHASES}, "balance": {k: bal[k] for k in BALANCE},
                    "halo": sum(x["halo"] for x in per_rank), "jit": s.get("jit_seconds", 0.0),
-                   "load": s.get("bench_mpi", {}).get("load_before", float("nan")),
+                   "others": s.get("bench_mpi", {}).get("other_cores_busy", float("nan")),
                    "threads": s.get("threads_per_rank"), "dofs": s["dofs"], "nnz": s["nnz"]}
     if 1 in rows:
         base = rows[1]["seconds"]
@@ -188,10 +222,10 @@ def print_case(tag: str, runs: dict[int, dict], rows: dict, cores: int) -> None:
     def label(r: int) -> str:
         return f"{r}{'*' if r > cores else ''}"
 
-    print(f"{'ranks':>6}" + "".join(f"{v:>12}" for v in PHASES.values()) + f"{'jit':>8}{'load':>6}")
+    print(f"{'ranks':>6}" + "".join(f"{v:>12}" for v in PHASES.values()) + f"{'jit':>8}{'others':>8}")
     for r, row in rows.items():
         print(f"{label(r):>6}" + "".join(f"{row['seconds'][k]:12.4f}" for k in PHASES)
-              + f"{row['jit']:8.1f}{row['load']:6.1f}")
+              + f"{row['jit']:8.1f}{row['others']:8.2f}")
     if 1 in rows:
         print("speed-up S = T(1) / T(R) and parallel efficiency S / R")
         print(f"{'ranks':>6}" + "".join(f"{PHASES[k]:>14}" for k in SCALED))
@@ -253,6 +287,8 @@ def plot_case(tag: str, rows: dict, path: Path) -> bool:
 
 def report(out: Path) -> None:
     """Tables, figures and ``summary.json`` of every case folder in ``out``."""
+    if not out.is_dir():
+        sys.exit(f"bench_mpi.py: no folder {out}")
     cores = os.cpu_count() or 1
     summary = {"cores": cores, "cases": {}}
     for folder in sorted(p for p in out.iterdir() if p.is_dir()):
@@ -288,8 +324,10 @@ def main() -> None:
     ap.add_argument("--ranks", type=rank_list, default=[1, 2, 4, 8, 16], help="rank counts (default 1,2,4,8,16)")
     ap.add_argument("--repeat", type=int, default=3, help="assemblies per run; the median is reported")
     ap.add_argument("--threads", type=int, default=1, help="Numba / OpenMP threads per rank (default 1)")
+    ap.add_argument("--backend", choices=("numpy", "cupy", "auto"), default="numpy",
+                    help="polydg's --backend: cupy puts node-local rank r on GPU r mod the node's GPUs")
     ap.add_argument("--launcher", default="mpiexec", help="launcher and its options, -n R is appended "
-                    "(e.g. 'mpiexec --oversubscribe' for Open MPI, 'srun --mpi=pmix' in a Slurm allocation)")
+                    "(e.g. 'mpiexec --oversubscribe' for Open MPI, 'srun --mpi=pmi2' in a Slurm allocation)")
     ap.add_argument("--out", type=Path, default=Path("mpi-scaling"), help="folder of the JSON files and figures")
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     ap.add_argument("--report-only", action="store_true", help="run nothing: tables and figures of --out's files")

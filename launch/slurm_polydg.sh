@@ -8,32 +8,35 @@
 # the variables under "what to run". Slurm reads #SBATCH lines only before
 # the first command, so they come first.
 #
-# Ranks: one per GPU once polydg's GPU backend lands; until then CPU ranks,
-# each with --cpus-per-task cores running that many Numba threads. On CPUs,
-# one rank per NUMA domain (or per socket) with threads inside usually beats
-# one rank per core: fewer ranks mean fewer duplicated partition-boundary
-# faces and a smaller halo, while the threads share the rank's memory.
+# Ranks: one per GPU (--gpus-per-task=1, --ntasks-per-node = GPUs per node,
+# --cpus-per-task = cores per GPU). Slurm then shows each task only its own
+# GPU (--gpus-per-task implies --gpu-bind=per_task:1), and polydg, which
+# gives node-local rank r GPU r mod (the GPUs it sees), uses that one.
+# --backend auto below runs the assembly on it (CuPy and numba-cuda: pip
+# install -e ".[mpi,gpu]") and falls back to the CPU, saying so, where no
+# GPU is usable.
+#
+# CPU-only cluster: make the --gpus-per-task line a comment (##SBATCH); each
+# rank then runs --cpus-per-task Numba threads. One rank per NUMA domain (or
+# socket) with threads inside usually beats one rank per core: fewer ranks
+# mean fewer duplicated partition-boundary faces and a smaller halo, while
+# the threads share the rank's memory.
 #
 #SBATCH --job-name=polydg
 #SBATCH --account=CHANGE_ME
 #SBATCH --partition=CHANGE_ME
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=4
+#SBATCH --gpus-per-task=1
 #SBATCH --cpus-per-task=8
 #SBATCH --mem=0
 #SBATCH --time=00:30:00
 #SBATCH --output=polydg-%j.out
 #
-# GPU ranks (when the GPU backend lands): turn the next line into an #SBATCH
-# line, set --ntasks-per-node to the GPUs per node and --cpus-per-task to
-# the cores per GPU. Slurm then gives each task its own GPU
-# (CUDA_VISIBLE_DEVICES lists one device per rank), and --backend auto below
-# picks it up; today --backend auto assembles on the CPU.
-##SBATCH --gpus-per-task=1
-#
 # --mem=0 asks for the nodes' whole memory: rank 0 reads, agglomerates and
-# partitions the whole mesh, and with --output or --solve gathers the whole
-# matrix, so it needs several times the memory of the other ranks.
+# partitions the whole mesh, and with --solve or --output (without
+# --no-gather) gathers the whole matrix, so it needs several times the
+# memory of the other ranks.
 
 set -euo pipefail
 
@@ -52,7 +55,9 @@ DEGREE=${DEGREE:-2}                # P, or P1:P2 for random degrees per element
 PROBLEM=${PROBLEM:-paper-3d}
 REPEAT=${REPEAT:-3}                # median of REPEAT assemblies
 OUT=${OUT:-$SLURM_SUBMIT_DIR/polydg-$SLURM_JOB_ID}
-EXTRA=${EXTRA:-}                   # more options, e.g. "--solve iterative --output $OUT" (rank 0 gathers)
+# More options: e.g. "--solve iterative --output $OUT" (rank 0 gathers the matrix, solves and writes), or
+# "--no-gather --output $OUT" (each rank writes its rows to $OUT/rows-rank<R>.npz; rank 0 stays small).
+EXTRA=${EXTRA:-}
 
 # ---- how ranks start -----------------------------------------------------------
 # srun starts the ranks itself and hands them Slurm's PMI; --mpi must match
@@ -87,7 +92,7 @@ fi
 mkdir -p "$OUT"
 echo "polydg: $SLURM_NTASKS ranks x $SLURM_CPUS_PER_TASK threads on $SLURM_JOB_NUM_NODES node(s): $SLURM_JOB_NODELIST"
 
-# --backend auto: the GPU when the GPU backend and a device are there, else the CPU.
+# --backend auto: the rank's GPU when CuPy and a device are usable, else the CPU.
 # shellcheck disable=SC2086  # LAUNCHER and EXTRA are lists of words
 $LAUNCHER python -m polydg.assemble --mesh "$MESH" --agglomerate "$AGGLOMERATE" --degree "$DEGREE" \
     --problem "$PROBLEM" --repeat "$REPEAT" --backend auto --json "$OUT/summary.json" $EXTRA
@@ -102,6 +107,7 @@ ranks, asked = summary.get("ranks", 1), int(sys.argv[2])
 if ranks != asked:
     sys.exit(f"polydg ran on {ranks} rank(s), {asked} were started: check LAUNCHER's --mpi against mpi4py's MPI")
 t = summary["timings"]
-print(f"{summary['dofs']:,} dofs on {ranks} ranks: total assembly {t['total_assembly']:.3f} s (slowest rank), "
+print(f"{summary['dofs']:,} dofs on {ranks} ranks ({summary['backend']}): total assembly "
+      f"{t['total_assembly']:.3f} s (slowest rank), "
       f"kernel-time balance {summary.get('balance', {}).get('kernel_time', 1.0):.2f}; summary in {sys.argv[1]}")
 EOF
