@@ -4,15 +4,23 @@ The shape is the paper's Table 5 at p = 1 (``--mesh cube:102 --agglomerate
 1570000 --degree 1 --problem paper-3d``, 6.58M dofs): cube:N (6 N^3 tets)
 agglomerated into about 1570000 (N / 102)^3 elements (about 4 tets each),
 for several N.  One assembly's cost should grow linearly with the problem,
-so every stage's s / Mdof should stay flat across N.
+so every stage's s / Mdof should stay flat across N (docs/performance.md,
+"One process against the problem size").
 
-Each mesh is built once (METIS on millions of cells takes minutes) and kept
+Each mesh is built once (cube:102: 2.2 min and 7.5 GB with METIS) and kept
 as a pickle in ``--cache`` (default /tmp/polydg-scaling); each size is timed
 in a child process of its own (one big process at a time, and the sizes do
-not share the allocator's history), ``--repeat`` assemblies after an untimed
-warm-up one that also loads the kernels.
+not share the allocator's history): the first assembly of the process
+(fresh memory, as in one run of the command line; its kernels' loading is
+timed apart as JIT) is reported apart from the median of the ``--repeat``
+ones after it.  Besides the stages, "untimed" is the total less every
+stage, "(sys)" the process's system seconds (page faults).  ``--clock cpu``
+times every stage in CPU seconds of the process (all threads): on a
+machine shared with other jobs, wall seconds measure their load too.  With
+POLYDG_SCALING_FRESH_WORKSPACE=1 every repeat gets a new Workspace.
 
-Run:  NUMBA_NUM_THREADS=1 python launch/bench_scaling.py --sizes 40 60 80 102 --repeat 3 --json scaling.json
+Run:  NUMBA_NUM_THREADS=1 python launch/bench_scaling.py --repeat 2 --clock cpu --json scaling.json
+      python launch/bench_scaling.py --sizes 55 102 --repeat 2
 """
 
 from __future__ import annotations
@@ -129,13 +137,17 @@ def time_one(path: Path, degree: int, repeat: int, budget: float, clock: str = "
     t = {k: statistics.median(run[k] for run in runs) for k in runs[0]}
     return {"mesh": path.name, "elements": mesh.n_elements, "sub_elements": mesh.n_simplices,
             "interior_faces": mesh.n_interior_faces, "dofs": space.n_dofs, "nnz": int(result.matrix.nnz),
-            "chunks": result.info["chunks"], "clock": clock, "threads": thread_count(), "degree": degree, "budget_mb": budget,
-            "timings": t, "first": first, "runs": runs, "jit": jit, "matrix_sum": float(np.abs(result.matrix.data).sum()),
+            "chunks": result.info["chunks"], "clock": clock, "threads": thread_count(), "degree": degree,
+            "budget_mb": budget, "timings": t, "first": first, "runs": runs, "jit": jit,
+            "matrix_sum": float(np.abs(result.matrix.data).sum()),
+            # bits of the values and load, folded: equal across versions and thread counts for the same matrices
+            "data_xor": int(np.bitwise_xor.reduce(result.matrix.data.view(np.int64))),
+            "rhs_xor": int(np.bitwise_xor.reduce(result.rhs.view(np.int64))),
             "polydg": polydg.__file__}
 
 
 def table(results: list[dict], which: str = "timings") -> str:
-    """Seconds and s / Mdof per stage: the median of the repeats (``timings``) or the process's first run (``first``)."""
+    """Seconds and s / Mdof per stage: the median of the repeats (``timings``) or the first run (``first``)."""
     head = ["N", "Mdofs", "chunks"] + [SHORT.get(k, k) for k in ROWS]
     what = "median of the repeats" if which == "timings" else "first assembly of the process"
     lines = [f"{results[0]['clock'] if results else ''} seconds, {what} (s / Mdof below)",

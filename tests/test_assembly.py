@@ -220,7 +220,8 @@ def test_chunk_interfaces_are_the_interfaces_with_a_side_in_the_chunk(spec, n_ag
                              quadrature_extra=0, memory_budget_mb=budget, elements=elements, timer=Timer())
         assert budget == 1024 or len(plan.chunks) > 3
         for e_lo, e_hi in plan.chunks + [(0, mesh.n_elements), (3, 4), (5, 5)]:
-            expected = np.flatnonzero(((ie[:, 0] >= e_lo) & (ie[:, 0] < e_hi)) | ((ie[:, 1] >= e_lo) & (ie[:, 1] < e_hi)))
+            side = (ie >= e_lo) & (ie < e_hi)
+            expected = np.flatnonzero(side[:, 0] | side[:, 1])
             got = chunk_interfaces(plan, e_lo, e_hi)
             assert got.dtype == np.int64 and np.array_equal(got, expected), (e_lo, e_hi)
 
