@@ -201,6 +201,31 @@ def test_sparsity_pattern_matches_the_matrix_graph_and_checks_interface_order():
         sparsity_pattern(shuffled, space.dof_offsets)
 
 
+@pytest.mark.parametrize("spec, n_agg, subset", [("square:12", 40, False), ("cube:5", 60, False), ("cube:5", 60, True)])
+def test_chunk_interfaces_are_the_interfaces_with_a_side_in_the_chunk(spec, n_agg, subset):
+    """The interior pass's per-chunk interfaces (O(chunk), from the adjacency) are those of the mask over every
+    interface that they replace, in the same increasing order, for every chunk of several budgets."""
+    from polydg.assembly.passes import chunk_interfaces
+    from polydg.assembly.plan import plan_assembly
+    from polydg.assembly.timing import Timer
+
+    mesh = agglomerate(from_spec(spec), n_agg)
+    space = DGSpace(mesh, np.random.default_rng(2).integers(1, 3, mesh.n_elements))
+    problem = builtin_problem("paper-3d" if mesh.dim == 3 else "paper-2d", mesh.dim)
+    elements = (np.flatnonzero(np.random.default_rng(4).random(mesh.n_elements) < 0.5) if subset
+                else np.arange(mesh.n_elements))
+    ie = mesh.interface_elements
+    for budget in (1024, 0.05, 0.01):
+        plan = plan_assembly(space, problem, approach="2", dtype=np.float64, penalty=10.0, penalty_kind="classical",
+                             quadrature_extra=0, memory_budget_mb=budget, elements=elements, timer=Timer())
+        assert budget == 1024 or len(plan.chunks) > 3
+        for e_lo, e_hi in plan.chunks + [(0, mesh.n_elements), (3, 4), (5, 5)]:
+            side = (ie >= e_lo) & (ie < e_hi)
+            expected = np.flatnonzero(side[:, 0] | side[:, 1])
+            got = chunk_interfaces(plan, e_lo, e_hi)
+            assert got.dtype == np.int64 and np.array_equal(got, expected), (e_lo, e_hi)
+
+
 def test_classical_penalty_is_the_formula_and_boundary_vertices_are_distinct():
     from polydg.assembly.penalty import face_penalty
 

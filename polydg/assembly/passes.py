@@ -159,10 +159,9 @@ def interior_face_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
 
 def _interior_rows_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
     mesh, space, pattern, timer = plan.mesh, plan.space, plan.pattern, ctx.timer
-    ie = mesh.interface_elements
     for ci, (e_lo, e_hi) in enumerate(plan.chunks):
         # every face of an interface with a side in the chunk
-        ifs = np.flatnonzero(((ie[:, 0] >= e_lo) & (ie[:, 0] < e_hi)) | ((ie[:, 1] >= e_lo) & (ie[:, 1] < e_hi)))
+        ifs = chunk_interfaces(plan, e_lo, e_hi)
         faces = expand_ranges(mesh.interface_offsets[ifs], mesh.interface_offsets[ifs + 1])
         ctx.face_local[faces] = np.arange(len(faces))
         batch, X, W = ctx.face_points(faces)
@@ -179,6 +178,26 @@ def _interior_rows_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
         timer.add("interior_kernel", t)
         ctx.face_local[faces] = -1
         ctx.report("interior kernel", ci + 1)
+
+
+def chunk_interfaces(plan: AssemblyPlan, e_lo: int, e_hi: int) -> np.ndarray:
+    """The interfaces with a side in elements ``e_lo:e_hi``, increasing, in O(chunk) work.
+
+    Interfaces (e1, e2), e1 < e2, are sorted by e1, then e2: those with e1 in
+    the chunk are one contiguous range (two binary searches), and the others
+    with a side in it are (c, e) with c < e_lo, read from the adjacency of the
+    chunk's element rows; their ids all lie below that range.  The mask
+    over every interface of the mesh that this replaces cost O(mesh) per
+    chunk, and the chunks of a memory budget grow in number with the mesh:
+    at 6.58M dofs (22 chunks) 0.4-0.6 s of a 1-thread assembly, the only
+    stage whose cost per dof grew with the mesh.
+    """
+    mesh, pattern = plan.mesh, plan.pattern
+    first = mesh.interface_elements[:, 0]
+    i_lo, i_hi = np.searchsorted(first, [e_lo, e_hi])
+    k_lo, k_hi = int(pattern.adj_offsets[e_lo]), int(pattern.adj_offsets[e_hi])
+    below = plan.adj_interface[k_lo:k_hi][pattern.adj_col[k_lo:k_hi] < e_lo]  # no diagonal entry: it is >= e_lo
+    return np.concatenate([np.sort(below), np.arange(i_lo, i_hi, dtype=np.int64)]).astype(np.int64, copy=False)
 
 
 def _interior_entities_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
