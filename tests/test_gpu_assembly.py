@@ -64,8 +64,8 @@ def _libdevice() -> Path | None:
 
 
 def test_gpu_kernels_compile_to_ptx_for_an_h100():
-    """numba-cuda and NVVM compile every kernel (3D, float64 and float32, both reductions): what the simulator
-    cannot check (device typing, local and constant memory, atomics)."""
+    """numba-cuda and NVVM compile the kernels (3D; float64 both reductions, float32 the deterministic
+    ones): what the simulator cannot check (device typing, local and constant memory, atomics)."""
     libdevice = _libdevice()
     if libdevice is None:
         pytest.skip("no CUDA toolkit with NVVM's libdevice (set CUDA_HOME)")
@@ -75,7 +75,7 @@ def test_gpu_kernels_compile_to_ptx_for_an_h100():
                          env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
     if "GPU-PTX-SKIP" in run.stdout:
         pytest.skip(run.stdout.strip().splitlines()[-1])
-    assert run.returncode == 0 and "GPU-PTX-OK 12 kernels" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 0 and "GPU-PTX-OK 9 kernels" in run.stdout, run.stdout + run.stderr
 
 
 def _cpu(name: str, options: dict):
@@ -96,14 +96,16 @@ def test_gpu_kernels_match_the_cpu(simulated, name, variant):
     key = f"{name}/{variant}"
     assert str(simulated[f"{key}/backend"]) == "cudasim"
     single = options.get("precision") == "single"
-    cpu = _cpu(name, {**options, "approach": "2"})  # the CPU's deterministic path as the reference
+    # the CPU's deterministic path in float64 as the reference (a float32 CPU assembly would compile
+    # the CPU kernels once more, in CI's time, for a comparison the float64 one makes as well)
+    cpu = _cpu(name, {**options, "approach": "2", "precision": "double"})
     data, rhs = simulated[f"{key}/data"], simulated[f"{key}/rhs"]
     assert np.array_equal(simulated[f"{key}/indices"], cpu.matrix.indices)  # the same pattern
-    assert data.dtype == cpu.matrix.data.dtype and rhs.dtype == cpu.rhs.dtype
+    expected = np.float32 if single else np.float64
+    assert data.dtype == expected and rhs.dtype == expected
     if single:  # against the float64 matrix: the documented float32 floor
-        ref = _cpu(name, {**options, "approach": "2", "precision": "double"})
-        assert _rel(data, ref.matrix.data) <= F32_TOL
-        assert _rel(rhs, ref.rhs) <= F32_TOL
+        assert _rel(data, cpu.matrix.data) <= F32_TOL
+        assert _rel(rhs, cpu.rhs) <= F32_TOL
     else:
         assert _rel(data, cpu.matrix.data) <= 1e-13, _rel(data, cpu.matrix.data)
         assert _rel(rhs, cpu.rhs) <= 1e-13, _rel(rhs, cpu.rhs)
