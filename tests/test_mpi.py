@@ -293,3 +293,35 @@ def test_space_time_march_on_ranks_gives_the_one_process_slabs(tmp_path, n, extr
     s1, s2 = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("one", "many"))
     assert s1["errors"] == s2["errors"] and s2["ranks"] == n and s2["slabs"] == 3
     assert len(s2["rank_timings_per_slab"]) == 3 and len(s2["timings_per_rank"]) == n
+
+
+PETSC_SCRIPT = '''
+import numpy as np
+from mpi4py import MPI
+from polydg.distributed import assemble_distributed
+from polydg.mesh import from_spec
+from polydg.partition import agglomerate
+from polydg.problem import builtin_problem
+from polydg.space import DGSpace
+
+comm = MPI.COMM_WORLD
+space = DGSpace(agglomerate(from_spec("square:8"), 12), 1) if comm.rank == 0 else None
+result = assemble_distributed(space, builtin_problem("paper-2d", 2), comm)
+A, b = result.to_petsc()
+lo, hi = A.getOwnershipRange()
+assert (lo, hi) == tuple(result.row_range)
+for r in range(lo, hi):
+    cols, vals = A.getRow(r)
+    row = result.matrix[r - lo]
+    assert np.array_equal(cols, row.indices) and np.array_equal(vals, row.data)
+assert np.array_equal(b.getArray(), result.rhs)
+print("PETSC-OK", comm.rank)
+'''
+
+
+def test_to_petsc_builds_the_ranks_rows_as_one_mpiaij_matrix(tmp_path):
+    pytest.importorskip("petsc4py", reason="petsc4py is optional (no binary wheel on PyPI: build PETSc to run this)")
+    script = tmp_path / "petsc_rows.py"
+    script.write_text(PETSC_SCRIPT)
+    r = mpiexec(2, script)
+    assert r.returncode == 0 and r.stdout.count("PETSC-OK") == 2, r.stderr
