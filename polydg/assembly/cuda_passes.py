@@ -31,7 +31,6 @@ import numpy as np
 from .. import backend as bk
 from ..errors import OptionError
 from .coefficients import Coefficients, DeviceCoefficients
-from .kernels import DIFFUSIVE
 from .passes import boundary_modes, expand_ranges
 from .plan import AssemblyPlan
 from .points import PointBatch, simplex_points_on
@@ -139,7 +138,7 @@ class DeviceContext:
 
 def volume_pass(ctx: DeviceContext) -> None:
     """Volume terms and load of every chunk's elements."""
-    plan, timer, K = ctx.plan, ctx.timer, ctx.kernels
+    plan, timer = ctx.plan, ctx.timer
     mesh = plan.mesh
     element_offsets = mesh.element_offsets
     tables = (ctx.lo, ctx.hi, ctx.degree, ctx.nbasis, *ctx.csr, ctx.dof_offsets, ctx.first_row, ctx.data, ctx.rhs)

@@ -13,6 +13,7 @@ import os
 import statistics
 import tempfile
 from pathlib import Path
+
 import numpy as np
 
 from ..errors import OptionError
@@ -66,8 +67,8 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
             previous, result = result, None
             if previous is not None:  # only its partition and parts are reused: free its matrix first
                 previous.matrix = previous.rhs = None
-            result = assemble_distributed(space, problem, comm, reuse=previous, penalty=args.penalty, penalty_kind=args.penalty_kind,
-                                          quadrature_extra=args.quadrature_extra, approach=args.approach,
+            result = assemble_distributed(space, problem, comm, reuse=previous, penalty=args.penalty,
+                                          penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra, approach=args.approach,
                                           precision=args.precision, memory_budget_mb=args.memory_budget,
                                           backend=opts["backend"], workspace=workspace,
                                           progress=chunk_progress(tell) if size == 1 else None, say=tell)
