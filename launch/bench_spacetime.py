@@ -41,7 +41,18 @@ nonzeros (12.9 GB): skipped by default; with ``--max-matrix-gb 14`` it runs
 on this 24 GB machine at a peak resident size of 13.9 GB (about the
 matrix plus 1 GB).
 
+``--table2``: the paper's Table 2 layout instead (seconds per million dofs
+per row: element, interior, inflow, total kernels, indices, total assembly;
+p = 1..5, single and double precision).  The spatial mesh is the
+unagglomerated oscillating square at a resolution chosen per p so that one
+slab has about one million dofs (``TABLE2_N``: 2 N^2 elements of
+(p+1)(p+2)(p+3)/6 dofs), tau = 1/N; the paper's "inflow kernel" row is
+polydg's boundary + inflow kernels (both printed too).  Each case: one
+untimed assembly (for float32 the first one compiles the single-precision
+kernels; its JIT seconds are reported apart), then the median of ``--repeat``.
+
 Run:  python launch/bench_spacetime.py --meshes 1 --repeat 3
+      python launch/bench_spacetime.py --table2 --repeat 3
       python launch/bench_spacetime.py --meshes 1 2 3 --repeat 3 --max-matrix-gb 14 --json st.json
 """
 
@@ -73,6 +84,22 @@ PAPER_TOTAL = {1: {1: 1.34, 2: 1.7, 3: 3.7}, 2: {1: 1.9, 2: 4.6, 3: 15.0}, 3: {1
 ROWS = ("element_kernel", "interior_kernel", "boundary_kernel", "inflow_kernel", "total_kernels", "indices",
         "values", "quadrature_points", "coefficients", "penalty", "total_assembly")
 BYTES_PER_NNZ = 16  # float64 value + int64 column index
+
+#: --table2: oscillating-square:N per p, one element per triangle (about 1.0M dofs per slab)
+TABLE2_N = {1: 354, 2: 224, 3: 158, 4: 120, 5: 95}
+#: paper Table 2 (P100, Approach 2), seconds per million dofs, by precision, row and p
+PAPER_TABLE2 = {
+    "single": {"element_kernel": (0.007, 0.061, 0.27, 1, 3), "interior_kernel": (0.019, 0.09, 0.2, 0.36, 0.8),
+               "inflow": (0.002, 0.015, 0.06, 0.16, 0.4), "total_kernels": (0.029, 0.17, 0.52, 1.5, 4.2),
+               "indices": (0.63, 1.2, 2.3, 3.9, 7), "total_assembly": (0.79, 1.5, 3.1, 6, 12.2)},
+    "double": {"element_kernel": (0.008, 0.069, 0.3, 1.2, 3.7), "interior_kernel": (0.018, 0.083, 0.2, 0.53, 1.2),
+               "inflow": (0.003, 0.017, 0.07, 0.19, 0.5), "total_kernels": (0.03, 0.17, 0.57, 1.9, 5.5),
+               "indices": (0.84, 1.5, 2.7, 4.4, 7.7), "total_assembly": (1.02, 1.9, 3.7, 7.2, 14.7)},
+}
+TABLE2_ROWS = (("element_kernel", "element kernel"), ("interior_kernel", "interior kernel"),
+               ("boundary_kernel", "  (boundary kernel)"), ("inflow_kernel", "  (inflow kernel)"),
+               ("inflow", "inflow kernel (bdry+inflow)"), ("total_kernels", "total kernels"),
+               ("indices", "indices"), ("total_assembly", "total assembly"))
 
 
 def dofs_per_element(p: int, d: int = 3) -> int:
@@ -183,6 +210,80 @@ def print_summary(results: list[dict]) -> None:
               f"{r['paper_total']:8.2f}{r['paper_total'] / t['total_assembly']:7.1f}{r['slab_mesh_seconds']:12.2f}")
 
 
+def run_table2(degrees, precisions, repeat: int) -> list[dict]:
+    """One unagglomerated slab per p at about 1M dofs; s/Mdof per row, per precision."""
+    out = []
+    for p in degrees:
+        n = TABLE2_N[p]
+        spec = f"oscillating-square:{n}"
+        tau = 1.0 / n
+        t = time.perf_counter()
+        fine = from_spec(spec)
+        mesh2d = build_polytopic_mesh(fine)
+        t_mesh = time.perf_counter() - t
+        t = time.perf_counter()
+        slab = slab_mesh(mesh2d, 0.0, tau)
+        t_slab = time.perf_counter() - t
+        del fine, mesh2d
+        problem = slab_problem(builtin_problem("paper-2d1", 2), 2, 0.0, tau)
+        space = DGSpace(slab, p)
+        print(f"\np = {p}: {spec} x (0, {tau:.4g}): {slab.n_elements:,} elements, {slab.n_simplices:,} tetrahedra, "
+              f"{space.n_dofs:,} dofs; meshes {t_mesh:.2f} s, slab {t_slab:.2f} s", flush=True)
+        for prec in precisions:
+            workspace = Workspace()
+            t = time.perf_counter()
+            warm = assemble(space, problem, precision=prec, workspace=workspace)
+            t_warm = time.perf_counter() - t
+            jit = warm.info["timings"]["jit"]
+            del warm
+            gc.collect()
+            runs, nnz = [], None
+            for _ in range(repeat):
+                r = assemble(space, problem, precision=prec, workspace=workspace)
+                runs.append(r.info["timings"])
+                nnz = r.info["nnz"]
+                del r
+                gc.collect()
+            med = {k: statistics.median(tt[k] for tt in runs) for k in runs[0]}
+            med["inflow"] = med["boundary_kernel"] + med["inflow_kernel"]
+            per = {k: v / space.n_dofs * 1e6 for k, v in med.items()}
+            res = {"p": p, "precision": prec, "spec": spec, "tau": tau, "elements": slab.n_elements,
+                   "dofs": space.n_dofs, "nnz": nnz, "warmup_seconds": t_warm, "jit_seconds": jit,
+                   "repeat": repeat, "totals": [tt["total_assembly"] for tt in runs], "timings": med,
+                   "s_per_mdof": per, "slab_mesh_seconds": t_slab}
+            print(f"  {prec}: nnz {nnz:,}; first assembly {t_warm:.2f} s (JIT {jit:.2f} s); totals "
+                  f"{', '.join(f'{x:.3f}' for x in res['totals'])} s -> {per['total_assembly']:.3f} s/Mdof "
+                  f"(paper {PAPER_TABLE2[prec]['total_assembly'][p - 1]:g})", flush=True)
+            out.append(res)
+            del workspace
+            gc.collect()
+        del space, slab
+        gc.collect()
+    return out
+
+
+def print_table2(results: list[dict]) -> None:
+    degrees = sorted({r["p"] for r in results})
+    print("\nTable 2 layout: seconds per million dofs (median), polydg | paper (P100)")
+    head = "".join(f"{'p = ' + str(p):>18}" for p in degrees)
+    for prec in ("single", "double"):
+        rs = {r["p"]: r for r in results if r["precision"] == prec}
+        if not rs:
+            continue
+        print(f"{prec + ' precision':30}{head}")
+        for key, label in TABLE2_ROWS:
+            cells = []
+            for p in degrees:
+                if p not in rs:
+                    cells.append(f"{'-':>18}")
+                    continue
+                v = rs[p]["s_per_mdof"][key]
+                paper = PAPER_TABLE2[prec].get(key)
+                cells.append(f"{v:9.3f} | {paper[p - 1]:<6g}" if paper else f"{v:9.3f}{'':9}")
+            print(f"{label:30}{''.join(cells)}")
+        print(f"{'dofs':30}" + "".join(f"{rs[p]['dofs']:>18,}" if p in rs else f"{'-':>18}" for p in degrees))
+
+
 def main() -> None:
     quiet_openmp_workers()  # as python -m polydg.assemble does, before the first parallel kernel
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -192,7 +293,20 @@ def main() -> None:
     ap.add_argument("--tau", type=float, default=0.002, help="slab length: the slab is (0, tau)")
     ap.add_argument("--max-matrix-gb", type=float, default=6.0, help="skip cases whose CSR matrix would be larger")
     ap.add_argument("--json", help="write all figures to this file")
+    ap.add_argument("--table2", action="store_true",
+                    help="the paper's Table 2 layout (s/Mdof per row, p = 1..5, single and double) instead")
+    ap.add_argument("--table2-degrees", type=int, nargs="*", choices=sorted(TABLE2_N), default=[1, 2, 3, 4, 5])
+    ap.add_argument("--precisions", nargs="*", choices=["single", "double"], default=["single", "double"])
     args = ap.parse_args()
+    if args.table2:
+        print(f"machine: {os.cpu_count()} cores; one slab of paper-2d1 per p (unagglomerated oscillating "
+              f"square, about 1M dofs), Approach 2, median of {args.repeat} after a warm-up (JIT excluded)")
+        results = run_table2(args.table2_degrees, args.precisions, args.repeat)
+        print_table2(results)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"cores": os.cpu_count(), "table2": results}, fh, indent=1)
+        return
     print(f"machine: {os.cpu_count()} cores; one slab of paper-2d1, double precision, Approach 2, "
           f"median of {args.repeat} (JIT excluded by a warm-up assembly)")
     fine_cache: dict = {}
