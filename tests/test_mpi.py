@@ -150,6 +150,19 @@ def test_work_weighted_partition_balances_a_mixed_degree_3d_mesh_better_than_ele
         rank_partition(space, n + 1)
 
 
+def _same_output_files(one: Path, many: Path) -> tuple[dict, dict]:
+    """--output of one process and of several ranks: the same matrix, load and solution, bit for bit;
+    returns both summaries."""
+    import json
+
+    a, b = sp.load_npz(one / "matrix.npz"), sp.load_npz(many / "matrix.npz")
+    assert np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
+    assert np.array_equal(a.data, b.data)
+    for f in ("rhs.npy", "solution.npy"):
+        assert np.array_equal(np.load(one / f), np.load(many / f))
+    return tuple(json.loads((d / "summary.json").read_text()) for d in (one, many))
+
+
 def test_command_line_on_two_ranks_writes_the_one_process_files(tmp_path):
     common = ["--mesh", "square:16", "--agglomerate", "40", "--degree", "1:3", "--solve", "--quiet"]
     one = subprocess.run([sys.executable, "-m", "polydg.assemble", *common, "--output", tmp_path / "one"],
@@ -157,14 +170,7 @@ def test_command_line_on_two_ranks_writes_the_one_process_files(tmp_path):
     assert one.returncode == 0, one.stderr
     two = mpiexec(2, "-m", "polydg.assemble", *common, "--output", tmp_path / "two")
     assert two.returncode == 0, two.stderr
-    a, b = (sp.load_npz(tmp_path / d / "matrix.npz") for d in ("one", "two"))
-    assert np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
-    assert np.array_equal(a.data, b.data)
-    for f in ("rhs.npy", "solution.npy"):
-        assert np.array_equal(np.load(tmp_path / "one" / f), np.load(tmp_path / "two" / f))
-    import json
-
-    s1, s2 = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("one", "two"))
+    s1, s2 = _same_output_files(tmp_path / "one", tmp_path / "two")
     # the errors are summed by the ranks, each its part: equal to round-off
     assert s1["errors"].keys() == s2["errors"].keys() and s1["ranks"] == 1 and s2["ranks"] == 2
     for key, value in s1["errors"].items():
@@ -283,14 +289,7 @@ def test_space_time_march_on_ranks_gives_the_one_process_slabs(tmp_path, n, extr
     assert one.returncode == 0, one.stderr
     many = mpiexec(n, "-m", "polydg.assemble", *common, "--output", tmp_path / "many")
     assert many.returncode == 0, many.stderr
-    a, b = (sp.load_npz(tmp_path / d / "matrix.npz") for d in ("one", "many"))
-    assert np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
-    assert np.array_equal(a.data, b.data)
-    for f in ("rhs.npy", "solution.npy"):
-        assert np.array_equal(np.load(tmp_path / "one" / f), np.load(tmp_path / "many" / f))
-    import json
-
-    s1, s2 = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("one", "many"))
+    s1, s2 = _same_output_files(tmp_path / "one", tmp_path / "many")
     assert s1["errors"] == s2["errors"] and s2["ranks"] == n and s2["slabs"] == 3
     assert len(s2["rank_timings_per_slab"]) == 3 and len(s2["timings_per_rank"]) == n
 
