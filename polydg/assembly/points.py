@@ -57,6 +57,18 @@ def point_counts(dim: int, degrees: np.ndarray) -> np.ndarray:
     return table[degrees]
 
 
+def point_offsets(n: int, dim: int, degrees) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets (n + 1,) of the points of n dim-simplices with rules of ``degrees`` (one int or one per
+    simplex), and the distinct degrees."""
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    if np.ndim(degrees) == 0:
+        offsets[1:] = np.arange(1, n + 1, dtype=np.int64) * len(simplex_rule(dim, int(degrees))[1])
+        return offsets, np.array([int(degrees)])
+    degrees = np.asarray(degrees)
+    np.cumsum(point_counts(dim, degrees), out=offsets[1:])
+    return offsets, distinct_degrees(degrees)
+
+
 def simplex_points(vertices: np.ndarray, measures: np.ndarray, degrees: int | np.ndarray,
                    cells: np.ndarray | None = None, workspace: Workspace | None = None) -> PointBatch:
     """Quadrature points of n simplices of dimension k, rule degree per simplex.
@@ -84,14 +96,7 @@ def simplex_points(vertices: np.ndarray, measures: np.ndarray, degrees: int | np
     cells = np.ascontiguousarray(cells, dtype=np.int64)
     n, kp1 = cells.shape
     d = vertices.shape[1]
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    if np.ndim(degrees) == 0:
-        qs = np.array([int(degrees)])
-        offsets[1:] = np.arange(1, n + 1, dtype=np.int64) * len(simplex_rule(kp1 - 1, int(degrees))[1])
-    else:
-        degrees = np.asarray(degrees)
-        qs = distinct_degrees(degrees)
-        np.cumsum(point_counts(kp1 - 1, degrees), out=offsets[1:])
+    offsets, qs = point_offsets(n, kp1 - 1, degrees)
     n_points = int(offsets[-1])
     if workspace is None:
         x, weight = np.empty((n_points, d)), np.empty(n_points)
@@ -101,7 +106,8 @@ def simplex_points(vertices: np.ndarray, measures: np.ndarray, degrees: int | np
     map_points = point_map_kernel(kp1, d)
     for q in qs:  # loop over distinct rule degrees only
         lam, w = simplex_rule(kp1 - 1, int(q))
-        members = np.arange(n, dtype=np.int64) if len(qs) == 1 else np.flatnonzero(degrees == q).astype(np.int64)
+        members = (np.arange(n, dtype=np.int64) if len(qs) == 1
+                   else np.flatnonzero(np.asarray(degrees) == q).astype(np.int64))
         parallel_range(map_points, 0, len(members), members, offsets, vertices, cells, measures,
                        np.ascontiguousarray(lam), np.ascontiguousarray(w), x, weight)
     return PointBatch(x, weight, offsets)
@@ -174,14 +180,7 @@ def simplex_points_on(xp, points, cells, measures, degrees: int | np.ndarray) ->
     """
     n, kp1 = int(cells.shape[0]), int(cells.shape[1])
     d = int(points.shape[1])
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    if np.ndim(degrees) == 0:
-        qs = np.array([int(degrees)])
-        offsets[1:] = np.arange(1, n + 1, dtype=np.int64) * len(simplex_rule(kp1 - 1, int(degrees))[1])
-    else:
-        degrees = np.asarray(degrees)
-        qs = distinct_degrees(degrees)
-        np.cumsum(point_counts(kp1 - 1, degrees), out=offsets[1:])
+    offsets, qs = point_offsets(n, kp1 - 1, degrees)
     n_points = int(offsets[-1])
     x, weight = xp.empty((n_points, d), dtype=np.float64), xp.empty(n_points, dtype=np.float64)
     for q in qs:  # the distinct rule degrees
@@ -189,7 +188,7 @@ def simplex_points_on(xp, points, cells, measures, degrees: int | np.ndarray) ->
         if len(qs) == 1:
             members, first = None, offsets[:-1]
         else:
-            members = np.flatnonzero(degrees == q)
+            members = np.flatnonzero(np.asarray(degrees) == q)
             first = offsets[members]
         corners = points[cells if members is None else cells[xp.asarray(members)]]  # (m, k+1, d)
         lam_d = xp.asarray(lam)
