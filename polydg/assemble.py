@@ -40,7 +40,7 @@ meshes: square:N, cube:N, oscillating-square:N (options :perturb=F:seed=S), or a
   (Gmsh .msh, VTU and other meshio formats, legacy VTK POLYDATA polygons).
 problems: paper-2d, paper-3d, poisson, advection, change-of-type, neumann,
   polynomial:P[:KIND[:SEED]], path/to/file.py:NAME or package.module:NAME;
-  space-time (with --time-slabs N [--final-time T]): paper-2d1, paper-3d1 (3D + 1: no --local-steps).
+  space-time (with --time-slabs N [--final-time T]): paper-2d1, paper-3d1.
 output (--output DIR): matrix.npz (scipy.sparse.save_npz), rhs.npy, solution.npy (with --solve),
   solution.vtu (element id, degree, element means of the solution), summary.json.
 MPI: mpiexec -n N python -m polydg.assemble ... assembles on N ranks (one thread each unless
@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> dict:
     mesh_spec = opts["mesh_spec"]
     fine = load_mesh(mesh_spec)
     problem = load_problem(args.problem, fine.dim)  # before the first progress line: bad input is one line
-    check_space_time_options(args, problem, fine.dim)
+    check_space_time_options(args, problem)
     say(f"mesh {mesh_spec}: {fine}")
     kernels = f"{fine.dim + 1}D space-time assembly kernels" if problem.space_time else f"{fine.dim}D assembly kernels"
     # numba reports every compilation; the first one of polydg's kernels prints a line, and the total its time

@@ -685,6 +685,18 @@ def _pq31_parts(y):
     return 3.0 + 2.0 * x - v, np.column_stack([1.0 + 2.0 * t, np.full(len(y), -2.0), 0.5 - t]), 0.0
 
 
+def _polynomial_problem_3d1(kind, u, parts):
+    w = np.array([1.0, 0.5, 0.25])
+    if kind == "diffusion":  # u_t - Laplace u + u = f
+        coefficients = dict(diffusion=1.0, reaction=1.0)
+        source = lambda y: parts(y)[0] - parts(y)[2] + u(y)  # noqa: E731
+    else:  # u_t + w . grad u = f, inflow data where w . n < 0
+        coefficients = dict(advection=w)
+        source = lambda y: parts(y)[0] + parts(y)[1] @ w  # noqa: E731
+    return Problem(f"poly-3d1-{kind}", source=source, dirichlet=u, exact=u, space_time=True,
+                   initial=lambda x: u(at_time(x, 0.0)), **coefficients)
+
+
 @pytest.mark.parametrize("degree, u, parts, kind, basis", [
     (1, _u31, _parts31, "diffusion", "P"),
     (1, _u31, _parts31, "transport", "P"),
@@ -693,27 +705,78 @@ def _pq31_parts(y):
     (1, _pq31, _pq31_parts, "transport", "PQ"),
 ])
 def test_3d1_polynomials_of_degree_p_are_reproduced(cube_mesh, degree, u, parts, kind, basis):
-    w = np.array([1.0, 0.5, 0.25])
-    if kind == "diffusion":  # u_t - Laplace u + u = f
-        coefficients = dict(diffusion=1.0, reaction=1.0)
-        source = lambda y: parts(y)[0] - parts(y)[2] + u(y)  # noqa: E731
-    else:  # u_t + w . grad u = f, inflow data where w . n < 0
-        coefficients = dict(advection=w)
-        source = lambda y: parts(y)[0] + parts(y)[1] @ w  # noqa: E731
     if degree == "1:2":
         degree = np.array([1, 2, 2, 1])
-    problem = Problem(f"poly-3d1-{kind}", source=source, dirichlet=u, exact=u, space_time=True,
-                      initial=lambda x: u(at_time(x, 0.0)), **coefficients)
-    result = march(cube_mesh, problem, degree, n_slabs=2, final_time=0.5, space_time_basis=basis)
+    result = march(cube_mesh, _polynomial_problem_3d1(kind, u, parts), degree, n_slabs=2, final_time=0.5,
+                   space_time_basis=basis)
     assert result.space.mesh.dim == 4
-    rule = time_plane_rule(cube_mesh, 6)
-    norm = np.sqrt(rule.weights @ u(rule.at(0.5)) ** 2)
-    assert result.errors["l2"] / norm < 1e-9 and result.errors["l2_l2"] < 1e-9
+    assert result.errors["l2"] / _relative_l2_at(cube_mesh, u, 0.5, 2) < 1e-9 and result.errors["l2_l2"] < 1e-9
 
 
-def test_3d1_refuses_local_steps(cube_mesh):
-    with pytest.raises(OptionError, match="2D \\+ 1 only"):
-        march(cube_mesh, builtin_problem("paper-3d1"), 1, n_slabs=1, final_time=0.5, local_steps=2)
+#: local steps per element of the 3D + 1 tests' mesh (random 1:3 with seed 3): every count, neighbours differing
+CUBE_STEPS = np.array([3, 1, 2, 2])
+
+
+def test_3d1_local_step_slab_is_face_matching_and_one_step_is_the_plain_slab(cube_mesh):
+    from polydg.spacetime.slab import random_local_steps
+
+    t0, t1 = 0.25, 0.75
+    tau = t1 - t0
+    plain, one = slab_mesh(cube_mesh, t0, t1), slab_mesh(cube_mesh, t0, t1, local_steps=1)
+    for name in ("points", "simplices", "element_offsets", "face_vertices", "face_elements", "face_normal"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(plain, name), err_msg=name)
+    steps = random_local_steps(cube_mesh.n_elements, 1, 3, seed=3)
+    np.testing.assert_array_equal(steps, CUBE_STEPS)
+    slab = slab_mesh(cube_mesh, t0, t1, steps)
+    assert slab.dim == 4 and slab.n_elements == steps.sum() and slab.simplex_volume.min() > 0
+    # every facet of a pentatope is shared by exactly 2 pentatopes, or lies on the slab's boundary
+    facets = np.sort(slab.simplices[:, [[j for j in range(5) if j != k] for k in range(5)]].reshape(-1, 4), axis=1)
+    _, count = np.unique(facets, axis=0, return_counts=True)
+    assert count.max() == 2 and (count == 1).sum() == slab.n_boundary_faces
+    normal, measure = slab.face_normal[slab.boundary_faces], slab.face_measure[slab.boundary_faces]
+    bottom, top = normal[:, 3] == -1.0, normal[:, 3] == 1.0
+    assert bottom.sum() == top.sum() == cube_mesh.n_simplices
+    assert measure[bottom].sum() == pytest.approx(1.0, rel=1e-13) and measure[top].sum() == pytest.approx(1.0, rel=1e-13)
+    side = ~bottom & ~top
+    assert np.all(normal[side, 3] == 0.0) and measure[side].sum() == pytest.approx(6.0 * tau, rel=1e-13)
+    # element (K, j) is K x (t0 + j tau / m_K, t0 + (j + 1) tau / m_K)
+    K = np.repeat(np.arange(cube_mesh.n_elements), steps)
+    j = np.arange(slab.n_elements) - np.r_[0, np.cumsum(steps)][K]
+    assert slab.simplex_volume.sum() == pytest.approx(1.0 * tau, rel=1e-13)  # |Omega| tau
+    np.testing.assert_allclose(slab.measure, cube_mesh.measure[K] * tau / steps[K], rtol=1e-13)
+    np.testing.assert_allclose(slab.bbox_min[:, 3], t0 + tau * j / steps[K], rtol=1e-14)
+    np.testing.assert_allclose(slab.bbox_max[:, 3], t0 + tau * (j + 1) / steps[K], rtol=1e-14)
+    # interior faces: lateral (within both elements' steps), or time planes between an element's steps
+    inner = slab.face_normal[: slab.n_interior_faces, 3]
+    e1, e2 = slab.face_elements[: slab.n_interior_faces].T
+    timelike = np.abs(inner) == 1
+    assert np.all(timelike | (inner == 0.0))
+    assert np.all(K[e1[timelike]] == K[e2[timelike]]) and np.all(np.abs(j[e1[timelike]] - j[e2[timelike]]) == 1)
+    np.testing.assert_allclose(slab.face_measure[: slab.n_interior_faces][timelike].sum(),
+                               (cube_mesh.measure * (steps - 1)).sum(), rtol=1e-13)
+    face_t = slab.points[slab.face_vertices[: slab.n_interior_faces][~timelike], 3]
+    for e in (e1[~timelike], e2[~timelike]):  # split at both sides' time nodes
+        assert np.all(face_t.min(axis=1) >= slab.bbox_min[e, 3]) and np.all(face_t.max(axis=1) <= slab.bbox_max[e, 3])
+
+
+@pytest.mark.parametrize("kind", ["diffusion", "transport"])
+@pytest.mark.parametrize("local_steps", [2, "1:3"])
+def test_3d1_polynomials_are_reproduced_with_local_steps(cube_mesh, kind, local_steps):
+    steps = CUBE_STEPS if local_steps == "1:3" else local_steps
+    result = march(cube_mesh, _polynomial_problem_3d1(kind, _u31, _parts31), 1, n_slabs=2, final_time=0.5,
+                   local_steps=steps)
+    assert result.space.mesh.n_elements == int(np.sum(np.broadcast_to(steps, cube_mesh.n_elements)))
+    assert result.errors["l2"] / _relative_l2_at(cube_mesh, _u31, 0.5, 2) < 1e-9 and result.errors["l2_l2"] < 1e-9
+
+
+def test_3d1_one_local_step_gives_the_same_matrices_and_solution(cube_mesh):
+    problem = builtin_problem("paper-3d1")
+    plain = march(cube_mesh, problem, 1, n_slabs=1, final_time=0.5)
+    one = march(cube_mesh, problem, 1, n_slabs=1, final_time=0.5, local_steps=1)
+    A, B = plain.assembly.matrix, one.assembly.matrix
+    for name in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(A, name), getattr(B, name), err_msg=name)
+    np.testing.assert_array_equal(one.solution, plain.solution)
 
 
 def test_paper_3d1_source_solves_the_pde_and_its_error_decreases():
@@ -737,18 +800,15 @@ def test_paper_3d1_source_solves_the_pde_and_its_error_decreases():
     assert np.log2(l2[0] / l2[1]) > 1.5, l2
 
 
-def test_cli_3d1_marches_and_refuses_local_steps(tmp_path):
+def test_cli_3d1_marches_with_local_steps(tmp_path):
     path = tmp_path / "run.json"
-    common = ("--problem", "paper-3d1", "--time-slabs", 2, "--final-time", 0.5, "--mesh", "cube:2", "--agglomerate", 4,
-              "--degree", 1)
-    r = cli(*common, "--json", path, "--output", tmp_path / "out")
+    r = cli("--problem", "paper-3d1", "--time-slabs", 2, "--final-time", 0.5, "--mesh", "cube:2", "--agglomerate", 4,
+            "--degree", 1, "--local-steps", "1:2", "--seed", 1, "--json", path, "--output", tmp_path / "out")
     assert r.returncode == 0, r.stderr
     assert "slab 2/2" in r.stderr and "2 slabs of (0, 0.5)" in r.stdout
     s = json.loads(path.read_text())
-    assert s["dimension"] == 4 and s["slabs"] == 2 and s["final_time"] == 0.5 and s["elements"] == 4
+    assert s["dimension"] == 4 and s["slabs"] == 2 and s["final_time"] == 0.5
+    assert s["local_steps"] == {"min": 1, "max": 2, "elements_per_slab": s["elements"]} and 4 < s["elements"] < 8
     assert len(s["timings_per_slab"]) == 2 and "total_assembly" in s["timings_all_slabs"]
     assert set(s["errors"]) == {"l2", "l2_l2"} and s["errors"]["l2"] < 0.2
     assert (tmp_path / "out" / "solution.vtu").exists()  # the last slab's top plane, as tetrahedra
-    r = cli(*common, "--local-steps", 2)
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2 and len(lines) == 1 and "2D + 1 only" in lines[0], r.stderr

@@ -48,7 +48,7 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     dim = comm.bcast(dim, root=0)
     with collective_phase(comm):
         problem = load_problem(args.problem, dim)
-        check_space_time_options(args, problem, dim)
+        check_space_time_options(args, problem)
         if problem.space_time and args.no_gather:
             raise OptionError("--no-gather is for steady problems; a space-time march solves every slab on rank 0")
     if problem.space_time:

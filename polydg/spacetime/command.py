@@ -25,11 +25,8 @@ from ..problem import Problem
 DEFAULT_FINAL_TIME = 1.0
 
 
-def check_space_time_options(args: argparse.Namespace, problem: Problem, dim: int | None = None) -> None:
-    """One-line errors for a space-time run that cannot start (before any mesh work).
-
-    ``dim`` is the spatial mesh's dimension when known (local steps are 2D + 1 only).
-    """
+def check_space_time_options(args: argparse.Namespace, problem: Problem) -> None:
+    """One-line errors for a space-time run that cannot start (before any mesh work)."""
     if not problem.space_time:
         given = [name for name, value in (("--time-slabs", args.time_slabs), ("--final-time", args.final_time),
                                           ("--space-time-basis", getattr(args, "space_time_basis", None)),
@@ -50,10 +47,7 @@ def check_space_time_options(args: argparse.Namespace, problem: Problem, dim: in
     final_time = DEFAULT_FINAL_TIME if args.final_time is None else args.final_time
     if not (np.isfinite(final_time) and final_time > 0):
         raise OptionError(f"--final-time must be positive, got {final_time} (problem {problem.name!r})")
-    steps = parse_local_steps(getattr(args, "local_steps", None))
-    if steps is not None and steps[1] > 1 and (dim or problem.dim) == 3:
-        raise OptionError(f"--local-steps {args.local_steps}: local time steps are supported in 2D + 1 only, "
-                          f"not over 3D meshes (3D + 1; problem {problem.name!r})")
+    parse_local_steps(getattr(args, "local_steps", None))
 
 
 def parse_local_steps(text: str | None) -> tuple[int, int] | None:

@@ -32,19 +32,27 @@ only on the side's vertex numbers: neighbouring prisms match.
 Local time steps (:func:`slab_mesh` with ``local_steps``): element K takes
 m_K equal steps, and the slab's elements are the prisms K x I_{n,j},
 numbered K by K (element (K, j) is ``step_offsets[K] + j``).  Faces between
-an element's steps are interior faces with normal (0, 0, +-1).  Each vertex v
-of the spatial mesh carries, on its vertical edge v x I_n, the time nodes of
-every element around it; a side face is then cut by a "ladder" between its
-two vertical edges, merging their nodes in time (at equal times the edge of
-the higher vertex number goes first, which for two nodes per edge is the
-diagonal rule above).  The rule depends only on the side's two vertices and
-their nodes, so both prisms of a side cut it the same way: the slab mesh is
-face-matching, and lateral faces are split at (at least) the union of both
-sides' time nodes.  A sub-prism whose vertical edges carry no node inside its
-interval is cut into the 3 tetrahedra above; one with such nodes is cut into
-the cones over its boundary triangles from its centroid.  Local steps are
-2D + 1 only for now (over 3D meshes the sides would need a 3-edge staircase
-and the cones pentatopes): 3D + 1 refuses them.
+an element's steps are interior faces with normal (0, ..., 0, +-1).  Each
+vertex v of the spatial mesh carries, on its vertical edge v x I_n, the time
+nodes of every element around it, and each sub-prism S x [t_j, t_{j+1}] of
+K is cut by the sweep (the staircase with more nodes): start from the
+bottom simplex S x {t_j}; list the nodes inside (t_j, t_{j+1}] of every
+vertical edge of S in time, at equal times the higher vertex number first;
+each one moves its vertex up to it, and the simplex of that event is the
+d + 1 current points plus the moved vertex's new one (its volume is |S|
+times the climb over d + 1).  With only the two end nodes on every edge
+the events are v_d, ..., v_0 at t_{j+1}: :func:`prism_simplex_table`.
+A side of the prism (a facet F of S, times the interval) meets the
+simplices of the events of F's vertices in F's own sweep, which depends
+only on F's vertices and their nodes; the sweep passes through the state
+"all at t_j" at every node t_j of K, and every one of F's edges carries the
+nodes of both elements on either side, so the two prisms of a side (any
+step counts) cut it the same way: the slab mesh is face-matching in any
+dimension, and lateral faces are split at (at least) the union of both
+sides' time nodes.  The sweep needs no extra points: a sub-prism with E
+nodes above its bottom on its d + 1 edges is E simplices (in 2D + 1 it
+replaced cones from each such prism's centroid: half the tetrahedra, and
+half the build time, with random steps 1:4).
 """
 
 from __future__ import annotations
@@ -136,7 +144,7 @@ def slab_mesh(space_mesh: PolytopicMesh, t0: float, t1: float,
     Element e is K_e x (t0, t1); its sub-simplices are the d + 1 simplices
     of each prism over K_e's sub-simplices (3 tetrahedra over a triangle in
     2D + 1, 4 pentatopes over a tetrahedron in 3D + 1).  With
-    ``local_steps`` (an int, or one per element; 2D + 1 only) element K is
+    ``local_steps`` (an int, or one per element) element K is
     cut into m_K equal steps, the elements K x I_{n,j} numbered as
     :func:`step_offsets` says (see the module docstring).
     """
@@ -147,9 +155,7 @@ def slab_mesh(space_mesh: PolytopicMesh, t0: float, t1: float,
     if not t1 > t0:
         raise MeshError(f"a time slab needs t1 > t0, got ({t0}, {t1})")
     steps = check_local_steps(local_steps, space_mesh.n_elements)
-    if steps is not None and d == 3 and steps.max() > 1:
-        raise OptionError("local time steps are supported in 2D + 1 only, not over 3D meshes (3D + 1)")
-    if steps is not None and d == 2:
+    if steps is not None:
         return _local_step_mesh(space_mesh, t0, t1, steps)
     n = len(space_mesh.points)
     points = np.concatenate([
@@ -174,11 +180,12 @@ def _local_step_mesh(space_mesh: PolytopicMesh, t0: float, t1: float, steps: np.
     Times are exact integers over L = lcm(steps) (node j of element K is
     j L / m_K), so nodes of different elements at the same time are equal.
     Points are numbered by time, then vertex (with one step everywhere,
-    as :func:`slab_mesh` numbers them), then the cones' apexes.
+    as :func:`slab_mesh` numbers them).
     """
+    d = space_mesh.dim
     n = len(space_mesh.points)
-    tri = np.sort(np.asarray(space_mesh.simplices, dtype=np.int64), axis=1)  # the rules need a < b < c
-    tri_el = np.asarray(space_mesh.simplex_element, dtype=np.int64)
+    simplices = np.sort(np.asarray(space_mesh.simplices, dtype=np.int64), axis=1)  # the sweep needs v_0 < ... < v_d
+    simplex_el = np.asarray(space_mesh.simplex_element, dtype=np.int64)
     L = math.lcm(*(int(m) for m in np.unique(steps)))
     if L * (n + 1) >= 2**62:
         raise OptionError(f"local steps: their least common multiple {L} is too large for exact time nodes")
@@ -186,83 +193,48 @@ def _local_step_mesh(space_mesh: PolytopicMesh, t0: float, t1: float, steps: np.
 
     # --- time nodes on each vertical edge: those of every element around the vertex --------------
     n_el = space_mesh.n_elements
-    pair = np.unique(np.repeat(tri_el, 3) + n_el * tri.ravel())  # (vertex, element) pairs
+    pair = np.unique(np.repeat(simplex_el, d + 1) + n_el * simplices.ravel())  # (vertex, element) pairs
     v_pair, k_pair = pair // n_el, pair % n_el
     group, j = _expand(steps[k_pair] + 1)
     num = j * stride[k_pair[group]]
     node_key = np.unique(num * n + v_pair[group])  # sorted by time, then vertex
     node_num, node_v = node_key // n, node_key % n
-    tau = t1 - t0
-    times = np.where(node_num == L, t1, t0 + tau * (node_num / L))
+    times = np.where(node_num == L, t1, t0 + (t1 - t0) * (node_num / L))
+    points = np.column_stack([space_mesh.points[node_v], times])
     # the same nodes by vertex, then time: a vertical edge's nodes are consecutive
     by_vertex = np.lexsort((node_num, node_v))
     edge_key = node_v[by_vertex] * (L + 1) + node_num[by_vertex]
     edge_num = node_num[by_vertex]
 
-    def edge_index(v: np.ndarray, t: np.ndarray) -> np.ndarray:
-        """Position of node (v, t) in the by-vertex order."""
-        return np.searchsorted(edge_key, v * (L + 1) + t)
-
-    # --- sub-prisms: triangle T of element K, step j: (T, [a, b]) -----------------------------------
-    prism_tri, j = _expand(steps[tri_el])
-    K = tri_el[prism_tri]
-    a, b = j * stride[K], (j + 1) * stride[K]
-    corners = tri[prism_tri]  # (n_prisms, 3) sorted vertex ids
-    lo = edge_index(corners, a[:, None])  # (n_prisms, 3): the nodes at a and b on each vertical edge
-    hi = edge_index(corners, b[:, None])
+    # --- sub-prisms: simplex S of element K, step j: S x [a, b] -------------------------------------
+    prism_simplex, j = _expand(steps[simplex_el])
+    K = simplex_el[prism_simplex]
+    a = j * stride[K]
+    corners = simplices[prism_simplex]  # (n_prisms, d + 1) sorted vertex ids
+    lo = np.searchsorted(edge_key, corners * (L + 1) + a[:, None])  # the node at a on each vertical edge
+    hi = np.searchsorted(edge_key, corners * (L + 1) + (a + stride[K])[:, None])  # ... and at b
     element = step_offsets(steps, n_el)[K] + j
-    hanging = (hi - lo > 1).any(axis=1)
 
-    # prisms without nodes inside their interval: 3 tetrahedra, the diagonal rule
-    plain = ~hanging
-    six = np.concatenate([by_vertex[lo[plain]], by_vertex[hi[plain]]], axis=1)  # a0 b0 c0 a1 b1 c1
-    tets = [six[:, PRISM_TETRAHEDRA].reshape(-1, 4)]
-    tet_element = [np.repeat(element[plain], 3)]
-    tet_order = [np.repeat(np.flatnonzero(plain), 3)]
-
-    # the others: cones from their centroids over the boundary triangles
-    cone = np.flatnonzero(hanging)
-    apex = len(node_key) + np.arange(len(cone), dtype=np.int64)
-    bottom, top = by_vertex[lo[cone]], by_vertex[hi[cone]]
-    points = np.column_stack([space_mesh.points[node_v], times])
-    centroid = 0.5 * (points[bottom].mean(axis=1) + points[top].mean(axis=1))
-    tets += [np.column_stack([apex, bottom]), np.column_stack([apex, top])]
-    tet_element += [element[cone], element[cone]]
-    tet_order += [cone, cone]
-    # sides (u, v), u < v: the ladder between the edges' nodes lo..hi
-    side_u, side_v = np.array([0, 1, 0]), np.array([1, 2, 2])
-    lu, hu = lo[cone][:, side_u].ravel(), hi[cone][:, side_u].ravel()
-    lv, hv = lo[cone][:, side_v].ravel(), hi[cone][:, side_v].ravel()
-    side = np.arange(len(lu), dtype=np.int64)  # 3 per cone, in cone order
-    su, iu = _expand(hu - lu)  # a step up the u edge: node lu + i -> lu + i + 1
-    sv, iv = _expand(hv - lv)
-    step_side = np.r_[su, sv]
-    is_u = np.r_[np.ones(len(su), bool), np.zeros(len(sv), bool)]
-    step_time = np.r_[edge_num[lu[su] + iu + 1], edge_num[lv[sv] + iv + 1]]
-    order = np.lexsort((is_u, step_time, step_side))  # in time; at equal times the v edge first
-    step_side, is_u = step_side[order], is_u[order]
-    done_u = np.cumsum(is_u) - is_u  # steps before this one, all sides: minus the side's first
-    done_v = np.cumsum(~is_u) - ~is_u
-    first = np.searchsorted(step_side, side)
-    done_u = done_u - done_u[first][step_side]
-    done_v = done_v - done_v[first][step_side]
-    pu = lu[step_side] + done_u  # the current nodes of both edges
-    pv = lv[step_side] + done_v
-    third = np.where(is_u, pu + 1, pv + 1)  # the node the step climbs to
-    ladder = by_vertex[np.column_stack([pu, pv, third])]
-    owner = cone[step_side // 3]
-    tets.append(np.column_stack([apex[step_side // 3], ladder]))
-    tet_element.append(element[owner])
-    tet_order.append(owner)
-
-    # sub-prism order (triangle by triangle, steps in time) within each element, as slab_mesh
-    order = np.argsort(np.concatenate(tet_order), kind="stable")
-    cells = np.concatenate(tets)[order]
-    cell_element = np.concatenate(tet_element)[order]
-    all_points = np.concatenate([points, centroid])
-    fine = SimplexMesh(all_points, cells, source=f"{space_mesh.source} x ({t0:g}, {t1:g}), local steps "
-                                                 f"{int(steps.min())}..{int(steps.max())}")
-    return build_polytopic_mesh(fine, cell_element)
+    # --- the sweep: one simplex per node climbed, in time, the higher vertex first at equal times ---
+    prism, climb = _expand((hi - lo).ravel())  # climb number `climb` up vertical edge `prism`
+    prism, vertex = np.divmod(prism, d + 1)
+    start = lo[prism, vertex] + climb  # the climbing vertex's node before the event
+    time = edge_num[start + 1]
+    order = np.lexsort((-vertex, time, prism))
+    prism, vertex, start, time = prism[order], vertex[order], start[order], time[order]
+    # before the event, every other vertex stands at its last node below `time`, or at `time`
+    # itself if it is a higher vertex (it climbed there first)
+    others = corners[prism] * (L + 1) + time[:, None]
+    higher = np.arange(d + 1) > vertex[:, None]
+    state = np.where(higher, np.searchsorted(edge_key, others, side="right"),
+                     np.searchsorted(edge_key, others, side="left")) - 1
+    # the simplex: the state with the climbing vertex's new node right after its old one
+    column = np.arange(d + 2)
+    cells = np.take_along_axis(state, column - (column > vertex[:, None]), axis=1)
+    cells[np.arange(len(cells)), vertex + 1] = start + 1
+    fine = SimplexMesh(points, by_vertex[cells], source=f"{space_mesh.source} x ({t0:g}, {t1:g}), local steps "
+                                                       f"{int(steps.min())}..{int(steps.max())}")
+    return build_polytopic_mesh(fine, element[prism])
 
 
 def shifted_slab(mesh: PolytopicMesh, shift: float) -> PolytopicMesh:
