@@ -4,7 +4,7 @@ One concept per module:
 
 * :mod:`~polydg.spacetime.slab`: a time slab over a 2D (3D) polytopic mesh
   as a 3D (4D) polytopic mesh (prisms cut conformingly into tetrahedra, or
-  pentatopes), with m_K local time steps per element when asked (2D + 1);
+  pentatopes), with m_K local time steps per element when asked;
 * :mod:`~polydg.spacetime.problem`: the steady problem of one slab,
   A = diag(a, 0), b = (w, 1);
 * :mod:`~polydg.spacetime.trace`: quadrature on a time plane: the bottom
@@ -13,8 +13,8 @@ One concept per module:
 
 2D + 1 and 3D + 1 with the total-degree space P_p (the default) or PQ_p
 (degree p in t times total degree p in x: :func:`polydg.basis.pq_multi_indices`,
-the same compiled kernels with another multi-index table); local time steps
-(``march(..., local_steps=)``) in 2D + 1 only.  3D + 1 runs the steady
+the same compiled kernels with another multi-index table), both with local
+time steps (``march(..., local_steps=)``).  3D + 1 runs the steady
 assembly in 4 dimensions: its kernels are compiled on the first 4D
 assembly (never for 2D or 3D runs).
 """

@@ -1,6 +1,6 @@
 """Time marching: dG in space and time, one slab after another (paper eqs. 2.8, 2.9).
 
-For n = 1, ..., N the slab Omega x (t_{n-1}, t_n) is a 3D polytopic mesh
+For n = 1, ..., N the slab Omega x (t_{n-1}, t_n) is a (d+1)D polytopic mesh
 (:mod:`~polydg.spacetime.slab`) carrying the steady problem with
 A = diag(a, 0), b = (w, 1) (:mod:`~polydg.spacetime.problem`), assembled by
 :func:`polydg.assembly.assemble`, plus the bottom load of the previous
@@ -150,7 +150,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
 
     Parameters
     ----------
-    space_mesh : the 2D polytopic mesh of Omega
+    space_mesh : the 2D or 3D polytopic mesh of Omega
     problem : a space-time :class:`Problem` (``space_time=True``, with
         ``initial``; see :mod:`polydg.spacetime.problem`), or an object
         :func:`~polydg.problem.as_problem` accepts
