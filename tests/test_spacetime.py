@@ -736,7 +736,8 @@ def test_3d1_local_step_slab_is_face_matching_and_one_step_is_the_plain_slab(cub
     normal, measure = slab.face_normal[slab.boundary_faces], slab.face_measure[slab.boundary_faces]
     bottom, top = normal[:, 3] == -1.0, normal[:, 3] == 1.0
     assert bottom.sum() == top.sum() == cube_mesh.n_simplices
-    assert measure[bottom].sum() == pytest.approx(1.0, rel=1e-13) and measure[top].sum() == pytest.approx(1.0, rel=1e-13)
+    assert measure[bottom].sum() == pytest.approx(1.0, rel=1e-13)
+    assert measure[top].sum() == pytest.approx(1.0, rel=1e-13)
     side = ~bottom & ~top
     assert np.all(normal[side, 3] == 0.0) and measure[side].sum() == pytest.approx(6.0 * tau, rel=1e-13)
     # element (K, j) is K x (t0 + j tau / m_K, t0 + (j + 1) tau / m_K)
