@@ -192,8 +192,6 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         raise OptionError("approach '1' sorts its own triplets: it takes no column_numbering")
     if face_penalty is not None and np.shape(face_penalty) != (mesh.n_faces,):
         raise OptionError(f"face_penalty has shape {np.shape(face_penalty)}, expected ({mesh.n_faces},) (one per face)")
-    if on_device and getattr(space, "basis", "P") != "P":
-        raise OptionError("the GPU path assembles P_p spaces for now (the space-time PQ_p basis runs on the CPU)")
     if workspace is None:
         workspace = Workspace()  # points and coefficients of one chunk at a time, reused by the next
     timer = Timer()

@@ -52,7 +52,8 @@ class DeviceContext:
         self.progress = progress
         self.xp = bk.array_module(backend)
         space, mesh, pattern = plan.space, plan.mesh, plan.pattern
-        self.kernels = gpu_kernels(mesh.dim, int(space.max_degree), np.dtype(plan.dtype).type)
+        self.kernels = gpu_kernels(mesh.dim, int(space.max_degree), np.dtype(plan.dtype).type,
+                                  getattr(space, "basis", "P"))
         t = time.perf_counter()
         dev = self.dev
         # row_start: each element's first row among the assembled ones (the kernels' dof_offsets - first_row)
