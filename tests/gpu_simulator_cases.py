@@ -58,6 +58,35 @@ EXTRA = {
 }
 
 
+#: the sparsity pattern built on the device: name -> (mesh spec, elements, assembled rows or None, rank columns)
+PATTERN_CASES = {
+    "2d-mixed": ("square:3", 6, None, False),
+    "2d-rows-gap": ("square:3", 6, np.array([0, 2, 3, 5]), False),
+    "3d-mixed": ("cube:1", 4, None, False),
+    "3d-rank-columns": ("cube:1", 4, np.array([1, 2]), True),
+}
+PATTERN_FIELDS = ("indptr", "indices", "row_base", "row_width", "adj_offsets", "adj_col", "block_start", "diag_entry",
+                  "interface_entry", "row_start", "elements", "element_dofs")
+
+
+def pattern_setup(name: str):
+    """(mesh, dof_offsets, elements, column_numbering) of pattern case ``name``: mixed degrees; with rank
+    columns, the elements' columns numbered in a shuffled order (as an MPI rank numbering lays them out)."""
+    spec, n_el, elements, rank_columns = PATTERN_CASES[name]
+    mesh = agglomerate(from_spec(spec), n_el)
+    rng = np.random.default_rng(3)
+    dofs = DGSpace(mesh, rng.integers(1, 3, mesh.n_elements)).dof_offsets
+    columns = None
+    if rank_columns:
+        label = rng.permutation(mesh.n_elements)
+        order = np.argsort(label)
+        width = np.diff(dofs)[order]
+        first = np.empty(mesh.n_elements, dtype=np.int64)
+        first[order] = np.cumsum(width) - width
+        columns = (label, first, int(dofs[-1]))
+    return mesh, dofs, elements, columns
+
+
 def all_kinds_problem(d: int) -> Problem:
     """Every face kind in one problem: pointwise A (SPD, anisotropic), b, c, f; Dirichlet, Neumann, inflow, outflow.
 
@@ -113,8 +142,19 @@ def main(out: str) -> int:
             arrays[f"{name}/{variant}/indices"] = result.matrix.indices
             arrays[f"{name}/{variant}/rhs"] = result.rhs
             arrays[f"{name}/{variant}/backend"] = np.array(result.info["backend"])
+    n_assemblies = len(arrays) // 4
+    from array_standin import STANDIN, DeviceStandIn  # run as a script: tests/ is on the path
+
+    from polydg.assembly.device_pattern import device_sparsity_pattern
+
+    for name in PATTERN_CASES:  # on the stand-in's arrays: array code that mixed in a host array would raise
+        pattern = device_sparsity_pattern(STANDIN, *pattern_setup(name))
+        for field in PATTERN_FIELDS:
+            arrays[f"pattern/{name}/{field}"] = getattr(pattern, field).view(np.ndarray)
+        arrays[f"pattern/{name}/on_device"] = np.array(all(type(getattr(pattern, f)) is DeviceStandIn
+                                                           for f in PATTERN_FIELDS))
     np.savez(out, **arrays)
-    print(f"GPU-SIMULATOR-CASES {len(arrays) // 4} assemblies in {time.perf_counter() - start:.1f} s")
+    print(f"GPU-SIMULATOR-CASES {n_assemblies} assemblies in {time.perf_counter() - start:.1f} s")
     return 0
 
 

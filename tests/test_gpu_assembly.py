@@ -29,7 +29,7 @@ from polydg import backend as bk
 from polydg.assembly import assemble
 from polydg.errors import OptionError
 
-from .gpu_simulator_cases import CASES, case_setup, variants
+from .gpu_simulator_cases import CASES, PATTERN_CASES, PATTERN_FIELDS, case_setup, pattern_setup, variants
 
 REPO = Path(__file__).resolve().parents[1]
 F32_TOL = 1e-6
@@ -65,7 +65,8 @@ def _libdevice() -> Path | None:
 
 def test_gpu_kernels_compile_to_ptx_for_an_h100():
     """numba-cuda and NVVM compile the kernels (3D; float64 both reductions, float32 the deterministic
-    ones): what the simulator cannot check (device typing, local and constant memory, atomics)."""
+    ones; the pattern's index kernel): what the simulator cannot check (device typing, local and constant
+    memory, atomics)."""
     libdevice = _libdevice()
     if libdevice is None:
         pytest.skip("no CUDA toolkit with NVVM's libdevice (set CUDA_HOME)")
@@ -75,7 +76,7 @@ def test_gpu_kernels_compile_to_ptx_for_an_h100():
                          env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
     if "GPU-PTX-SKIP" in run.stdout:
         pytest.skip(run.stdout.strip().splitlines()[-1])
-    assert run.returncode == 0 and "GPU-PTX-OK 9 kernels" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 0 and "GPU-PTX-OK 10 kernels" in run.stdout, run.stdout + run.stderr
 
 
 def _cpu(name: str, options: dict):
@@ -118,6 +119,32 @@ def test_deterministic_gpu_kernels_are_bitwise_repeatable(simulated, name):
     if f"{name}/rows-chunked/data" in simulated:  # each element's sums do not depend on the chunks
         assert np.array_equal(simulated[f"{name}/rows/data"], simulated[f"{name}/rows-chunked/data"])
         assert np.array_equal(simulated[f"{name}/rows/rhs"], simulated[f"{name}/rows-chunked/rhs"])
+
+
+@pytest.mark.parametrize("name", list(PATTERN_CASES))
+def test_the_device_pattern_is_the_host_pattern(simulated, name):
+    """The pattern built on the device (array code on the stand-in's arrays, the index kernel on the
+    simulator) equals the host's exactly: 2D and 3D, mixed degrees, the rows of an element subset with
+    gaps, the rank-numbered column layout."""
+    from polydg.assembly.pattern import sparsity_pattern
+
+    mesh, dofs, elements, columns = pattern_setup(name)
+    host = sparsity_pattern(mesh, dofs, elements, columns)
+    assert bool(simulated[f"pattern/{name}/on_device"])  # every array of the device's type
+    for field in PATTERN_FIELDS:
+        got, ref = simulated[f"pattern/{name}/{field}"], getattr(host, field)
+        assert got.dtype == np.int64 and np.array_equal(got, ref), field
+    assert len(np.unique(mesh.interface_elements[:, 0])) > 1  # several block rows with neighbours above
+
+
+def test_device_pattern_refuses_unsorted_interfaces():
+    from polydg.assembly.device_pattern import adjacency_on
+
+    dofs = np.full(3, 3, dtype=np.int64)
+    with pytest.raises(ValueError, match="lexicographic"):
+        adjacency_on(np, 3, np.array([0, 1, 0]), np.array([1, 2, 2]), dofs)
+    with pytest.raises(ValueError, match="lexicographic"):
+        adjacency_on(np, 3, np.array([1]), np.array([0]), dofs)
 
 
 def test_the_cases_cover_every_face_kind_mixed_degrees_and_chunks():

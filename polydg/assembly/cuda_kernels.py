@@ -381,3 +381,34 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
     return SimpleNamespace(volume_rows=volume_rows, volume_atomic=volume_atomic, interior_rows=interior_rows,
                            interior_atomic=interior_atomic, boundary_rows=boundary_rows,
                            boundary_atomic=boundary_atomic)
+
+
+# ---------------------------------------------------------------------------
+# the sparsity pattern's column indices (``device_pattern.py`` builds the rest as array code)
+
+
+@cuda.jit
+def pattern_indices(n_rows, row_element, column_first, element_dofs, adj_offsets, adj_col, block_start, row_base,
+                    row_start, row_width, indices):
+    """One thread per assembled row: its columns, block by block (every row of an element has the same)."""
+    r = cuda.grid(1)
+    if r >= n_rows:
+        return
+    e = row_element[r]
+    pos = row_base[e] + (r - row_start[e]) * row_width[e]
+    for k in range(adj_offsets[e], adj_offsets[e + 1]):
+        c = adj_col[k]
+        start, at = column_first[c], pos + block_start[k]
+        for j in range(element_dofs[c]):
+            indices[at + j] = start + j
+
+
+def fill_pattern_indices(row_element, *args) -> None:
+    """Launch :func:`pattern_indices` on the rows (the arguments as its, after ``n_rows``)."""
+    launch(pattern_indices, len(row_element), row_element, *args)
+
+
+def warm_pattern_indices(xp) -> None:
+    """Compile :func:`pattern_indices` (one launch whose thread returns), so that its JIT is not timed as indices."""
+    z = xp.zeros(1, dtype=np.int64)
+    pattern_indices[1, 1](0, *(z,) * 10)
