@@ -29,7 +29,8 @@ from polydg import backend as bk
 from polydg.assembly import assemble
 from polydg.errors import OptionError
 
-from .gpu_simulator_cases import CASES, PATTERN_CASES, PATTERN_FIELDS, case_setup, pattern_setup, variants
+from .gpu_simulator_cases import (CASES, MARCH_CASES, PATTERN_CASES, PATTERN_FIELDS, case_setup, march_setup,
+                                  pattern_setup, slab_pq_setup, variants)
 
 REPO = Path(__file__).resolve().parents[1]
 F32_TOL = 1e-6
@@ -173,6 +174,69 @@ def test_the_cases_cover_every_face_kind_mixed_degrees_and_chunks():
                                        ("neumann-inflow", (diffusive & neumann & (bn < 0)).any())) if present}
     assert kinds == {"dirichlet", "neumann", "inflow", "outflow", "neumann-inflow"}
     assert _cpu("2d-all-kinds", variants("2d-all-kinds")["rows-chunked"]).info["chunks"] > 1
+
+
+# ---------------------------------------------------------------------------
+# space-time on the device: PQ_p slabs, the march with its state on the device
+
+
+@pytest.mark.parametrize("approach", ["2", "atomic"])
+def test_a_pq_slab_on_the_device_matches_the_cpu(simulated, approach):
+    space, problem = slab_pq_setup()
+    assert space.basis == "PQ" and space.min_degree < space.max_degree
+    cpu = assemble(space, problem, backend="numpy")
+    assert _rel(simulated[f"slab-pq/{approach}/data"], cpu.matrix.data) <= 1e-13
+    assert _rel(simulated[f"slab-pq/{approach}/rhs"], cpu.rhs) <= 1e-13
+
+
+@pytest.mark.parametrize("name", list(MARCH_CASES))
+def test_the_march_on_the_device_matches_the_cpu(simulated, name):
+    """The march with the GPU backend (simulator): slab matrices, loads, the bottom trace and the solves stay
+    in the backend's arrays (NumPy / SciPy for the simulator's stand-in backend), and the solution and errors
+    equal the CPU march's (the iterative one: to its tolerance)."""
+    from polydg.spacetime import march
+
+    mesh, problem, degree, options = march_setup(name)
+    cpu = march(mesh, problem, degree, backend="numpy", **dict(options, method="direct"))
+    key = f"march/{name}"
+    tol = 1e-12 if options["method"] == "direct" else 1e-8
+    assert _rel(simulated[f"{key}/solution"], cpu.solution) <= tol
+    assert np.allclose(simulated[f"{key}/errors"], [cpu.errors["l2"], cpu.errors["l2_l2"]], rtol=tol, atol=0)
+    assert set(simulated[f"{key}/kept"].tolist()) == {"numpy", "scipy"}  # the simulator backend's types
+    if options["method"] == "direct":  # splu kept while the matrix comes back; spsolve for a new one per slab
+        reused = problem.name == "paper-2d1"
+        assert str(simulated[f"{key}/solver"]) == ("splu" if reused else "spsolve")
+        assert int(simulated[f"{key}/factorisations"]) == (1 if reused else options["n_slabs"])
+    else:
+        assert str(simulated[f"{key}/solver"]).endswith("+jacobi")
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", list(MARCH_CASES))
+def test_cupy_march_keeps_its_state_on_the_device(name, monkeypatch):
+    import cupy
+
+    from polydg.spacetime import march
+    from polydg.spacetime.device import DeviceSlabs
+
+    kept = []
+    carry = DeviceSlabs.carry
+    monkeypatch.setattr(DeviceSlabs, "carry", lambda self, u: (kept.append(type(u)), carry(self, u))[-1])
+    mesh, problem, degree, options = march_setup(name)
+    gpu = march(mesh, problem, degree, backend="cupy", **options)
+    cpu = march(mesh, problem, degree, backend="numpy", **dict(options, method="direct"))
+    assert kept and all(k is cupy.ndarray for k in kept) and isinstance(gpu.solution, np.ndarray)
+    assert _rel(gpu.solution, cpu.solution) <= (1e-12 if options["method"] == "direct" else 1e-8)
+
+
+@needs_gpu
+def test_command_line_marches_on_the_device(tmp_path):
+    from polydg.assemble import main
+
+    assert main(["--mesh", "square:2", "--agglomerate", "3", "--problem", "paper-2d1", "--degree", "1",
+                 "--time-slabs", "2", "--final-time", "0.2", "--backend", "cupy", "--quiet",
+                 "--output", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "solution.npy").exists()
 
 
 # ---------------------------------------------------------------------------
