@@ -208,7 +208,7 @@ def test_the_march_on_the_device_matches_the_cpu(simulated, name):
         assert str(simulated[f"{key}/solver"]) == ("splu" if reused else "spsolve")
         assert int(simulated[f"{key}/factorisations"]) == (1 if reused else options["n_slabs"])
     else:
-        assert str(simulated[f"{key}/solver"]).endswith("+jacobi")
+        assert str(simulated[f"{key}/solver"]).endswith("+block-jacobi")  # the element blocks
 
 
 @needs_gpu

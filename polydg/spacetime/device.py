@@ -135,13 +135,14 @@ class DeviceSlabs:
         self.x, self.weights = xp.asarray(rule.x), xp.asarray(rule.weights)
         self.factorisation = DeviceFactorisation(xp, self.linalg)
         self.trace: Any = None  # the last slab's solution at (x_q, t_n^-): what the next bottom load carries
-        self.bottom = self.top = self.errors = None
+        self.bottom = self.top = self.errors = self.block_sizes = None
 
     # -- the slab's tables, once per slab length
 
     def tabulate(self, space: DGSpace, t0: float, t1: float) -> None:
         """B^T, T and the error rule's E of the slab ``space`` over (t0, t1), on the device."""
         rule = self.rule
+        self.block_sizes = space.element_dofs  # the solves' element blocks (the same on every slab of a length)
         bottom = basis_matrix(space, rule.at(t0), self.bottom_rule.elements)
         self.bottom = self.sparse.csr_matrix(bottom.T.tocsr())
         self.top = self.sparse.csr_matrix(basis_matrix(space, rule.at(t1), self.top_rule.elements))
@@ -163,10 +164,12 @@ class DeviceSlabs:
 
     def solve(self, matrix: Any, load: Any, method: str, known_unchanged: bool, expect_reuse: bool
               ) -> tuple[Any, dict]:
-        """The slab's solution on the device: direct (:class:`DeviceFactorisation`) or cupyx's CG / GMRES."""
+        """The slab's solution on the device: direct (:class:`DeviceFactorisation`) or cupyx's CG / GMRES with
+        block-Jacobi on the element blocks."""
         if method == "direct":
             return self.factorisation.solve(matrix, load, known_unchanged, expect_reuse)
-        return solve_on_device(matrix, load, method, xp=self.xp, sparse_linalg=self.linalg)
+        return solve_on_device(matrix, load, method, xp=self.xp, sparse_linalg=self.linalg,
+                               block_sizes=self.block_sizes)
 
     def carry(self, u: Any) -> None:
         """Keep the slab solution's trace at its top, u(x_q, t_n^-): the next slab's bottom data."""
