@@ -41,7 +41,7 @@ from ..solve import SolverError, solve_on_device
 from ..space import DGSpace
 from .trace import TimePlaneRule, prism_points
 
-#: relative change of the matrix values below which a factorisation is reused (as on the host)
+#: relative change of the matrix values below which a factorisation is reused (on the host and the device)
 REUSE_TOL = 1e-13
 
 
@@ -93,6 +93,7 @@ class DeviceFactorisation:
     def solve(self, A: Any, b: Any, known_unchanged: bool = False, expect_reuse: bool = False) -> tuple[Any, dict]:
         start = time.perf_counter()
         xp = self.xp
+        A = A if A.dtype == np.float64 else A.astype(np.float64)  # solved in double precision, as solve_on_device does
         reused = self.lu is not None and (known_unchanged or self.unchanged(A))
         if reused:
             x = self.lu.solve(b)
@@ -125,7 +126,6 @@ class DeviceSlabs:
 
     def __init__(self, backend: str, problem: Problem, rule: TimePlaneRule, bottom_rule: TimePlaneRule,
                  top_rule: TimePlaneRule, offsets: np.ndarray, n_time: int, with_errors: bool) -> None:
-        self.backend = backend
         self.xp = xp = bk.array_module(backend)
         self.sparse, self.linalg = bk.sparse_modules(backend)
         self.problem = problem
@@ -212,4 +212,4 @@ class DeviceSlabs:
         return self.values.values_of("exact", y).reshape(-1)
 
 
-__all__ = ["DeviceSlabs", "DeviceFactorisation", "basis_matrix"]
+__all__ = ["DeviceSlabs", "DeviceFactorisation", "REUSE_TOL", "basis_matrix"]

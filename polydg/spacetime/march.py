@@ -55,13 +55,11 @@ from ..mesh.polytopic import PolytopicMesh
 from ..problem import Problem, as_problem
 from ..solve import SolverError, solve
 from ..space import DGSpace
-from .device import DeviceSlabs
+from .device import REUSE_TOL, DeviceSlabs
 from .problem import check_space_time, initial_values, slab_problem
 from .slab import check_local_steps, shifted_slab, slab_mesh, step_offsets
 from .trace import l2_error_at, l2_error_squared_over_slab, time_plane_rule, trace_load, trace_values
 
-#: relative change of the matrix values below which a factorisation is reused
-REUSE_TOL = 1e-13
 #: extra quadrature degree for the initial value and the errors (non-polynomial data)
 TRACE_EXTRA = 2
 
