@@ -67,7 +67,8 @@ def main(libdevice: str, cases: list[str]) -> int:
     for (name, dim, dtype), (kernel, args) in sorted(calls.items()):
         start = time.perf_counter()
         ptx, _ = cuda.compile_ptx(kernel.py_func, tuple(numba.typeof(a) for a in args), cc=CC)
-        print(f"{name:16s} {f'{dim}D' if dim else 'any'} {dtype:8s} PTX {len(ptx) // 1024:5d} kB in {time.perf_counter() - start:.1f} s",
+        where = f"{dim}D" if dim else "any"
+        print(f"{name:16s} {where:3s} {dtype:8s} PTX {len(ptx) // 1024:5d} kB in {time.perf_counter() - start:.1f} s",
               flush=True)
         if ".entry" not in ptx:
             raise RuntimeError(f"{name}: no kernel entry in the PTX")

@@ -176,7 +176,7 @@ class DeviceSlabs:
         self.trace = self.top @ u
 
     def error_squared_over_slab(self, u: Any, t0: float, t1: float) -> float:
-        """||u - u_h||^2 over the slab (the prism rule of :func:`~polydg.spacetime.trace.l2_error_squared_over_slab`)."""
+        """||u - u_h||^2 over the slab: the prism rule of :func:`~polydg.spacetime.trace.l2_error_squared_over_slab`."""
         xp = self.xp
         E, x, s, w = self.errors
         tau = t1 - t0
