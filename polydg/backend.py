@@ -189,6 +189,18 @@ def device_sparse_modules(matrix):
     return cupy, linalg
 
 
+def sparse_modules(backend: str):
+    """``(sparse, sparse_linalg)`` of a resolved backend: ``cupyx.scipy.sparse`` and its ``linalg`` for
+    "cupy", SciPy's otherwise (the simulator's stand-in backend keeps its matrices on the host)."""
+    if backend == "cupy":
+        import cupyx.scipy.sparse as sparse
+        import cupyx.scipy.sparse.linalg as sparse_linalg
+    else:
+        import scipy.sparse as sparse
+        import scipy.sparse.linalg as sparse_linalg
+    return sparse, sparse_linalg
+
+
 def to_device(a, backend: str):
     """``a`` as a contiguous array of ``backend`` (a copy to the GPU for "cupy"; NumPy as it is otherwise)."""
     return array_module(backend).ascontiguousarray(a)

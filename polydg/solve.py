@@ -309,8 +309,9 @@ def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "direct", *, symme
         limit); default ``max(1000, n)``.
 
     A ``cupyx.scipy.sparse`` matrix (the GPU backend's result) is solved on
-    the device by :func:`solve_on_device` (CG / GMRES with Jacobi, or
-    ``cupyx.scipy.sparse.linalg.spsolve``); ``x`` is then a CuPy array.
+    the device by :func:`solve_on_device` (CG / GMRES with block-Jacobi on
+    the element blocks, or ``cupyx.scipy.sparse.linalg.spsolve``); ``x`` is
+    then a CuPy array.
 
     The system is solved in double precision whatever the matrix dtype.
     ``info`` has ``method``, ``solver`` (e.g. ``cg+amg``,
@@ -331,8 +332,10 @@ def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "direct", *, symme
     on_device = device_sparse_modules(matrix)
     if on_device is not None:  # a cupyx matrix (assemble(backend="cupy")): solved where it is
         xp, linalg = on_device
+        if block_sizes is None and space is not None:
+            block_sizes = space.element_dofs
         return solve_on_device(matrix, rhs, method, xp=xp, sparse_linalg=linalg, symmetric=symmetric, tol=tol,
-                               maxiter=maxiter, restart=restart)
+                               maxiter=maxiter, restart=restart, block_sizes=block_sizes)
     if preconditioner not in PRECONDITIONERS:
         raise OptionError(f"unknown preconditioner {preconditioner!r}; choose one of {', '.join(PRECONDITIONERS)}")
     if method == "iterative" and preconditioner == "amg" and _pyamg() is None:
@@ -446,16 +449,18 @@ def _tolerance_keyword(function: Callable) -> str:
 
 def solve_on_device(matrix: Any, rhs: Any, method: str = "direct", *, xp: Any, sparse_linalg: Any,
                     symmetric: bool | None = None, tol: float = 1e-10, maxiter: int | None = None,
-                    restart: int = 50) -> tuple[Any, dict]:
+                    restart: int = 50, block_sizes: Any = None) -> tuple[Any, dict]:
     """Solve ``matrix @ x = rhs`` with the sparse solvers of the matrix's own library; ``x`` stays there.
 
     ``xp`` and ``sparse_linalg`` are ``cupy`` and ``cupyx.scipy.sparse.linalg``
     for a matrix on the GPU (what :func:`solve` passes), or ``numpy`` and
     ``scipy.sparse.linalg`` (the same logic on the host, for tests).
-    ``direct``: ``sparse_linalg.spsolve``.  ``iterative``: CG with a Jacobi
-    preconditioner when the matrix is symmetric (``symmetric=None``: tested
-    as :func:`is_symmetric` does), GMRES(restart) with Jacobi otherwise or when
-    CG fails.  No AMG, ILU or block-Jacobi on the device.  ``info`` as
+    ``direct``: ``sparse_linalg.spsolve``.  ``iterative``: CG when the
+    matrix is symmetric (``symmetric=None``: tested as :func:`is_symmetric`
+    does), GMRES(restart) otherwise or when CG fails, preconditioned by
+    block-Jacobi on the element blocks (``block_sizes``: the dofs of each
+    element, consecutive; :func:`block_jacobi_on`) or, without them or with a
+    singular block, Jacobi.  No AMG or ILU on the device.  ``info`` as
     :func:`solve`'s, with ``device: True``.
     """
     start = time.perf_counter()
@@ -489,12 +494,15 @@ def solve_on_device(matrix: Any, rhs: Any, method: str = "direct", *, xp: Any, s
             symmetric = float(xp.sqrt(xp.sum(xp.abs(diff.data) ** 2))) <= 1e-12 * norm
         info["symmetric"] = bool(symmetric)
         maxiter = int(maxiter) if maxiter is not None else max(1000, n)
-        diagonal = A.diagonal()
-        M = None
-        if bool((diagonal != 0).all()):
-            inverse = 1.0 / diagonal
-            M = sparse_linalg.LinearOperator((n, n), matvec=lambda r: inverse * r.reshape(-1), dtype=np.float64)
-        info["preconditioner"] = name = "jacobi" if M is not None else "none"
+        apply, name = (block_jacobi_on(xp, A, block_sizes), "block-jacobi") if block_sizes is not None else (None, "")
+        if apply is None:
+            diagonal = A.diagonal()
+            if bool((diagonal != 0).all()):
+                inverse = 1.0 / diagonal
+                apply, name = (lambda r: inverse * r), "jacobi"
+        M = None if apply is None else sparse_linalg.LinearOperator((n, n), matvec=lambda r: apply(r.reshape(-1)),
+                                                                     dtype=np.float64)
+        info["preconditioner"] = name = name if M is not None else "none"
         count = [0]
 
         def callback(_: Any) -> None:
@@ -522,6 +530,57 @@ def solve_on_device(matrix: Any, rhs: Any, method: str = "direct", *, xp: Any, s
     info["residual"] = residual(x)
     info["seconds"] = time.perf_counter() - start
     return x, info
+
+
+def block_jacobi_on(xp: Any, A: Any, block_sizes: Any) -> Callable[[Any], Any] | None:
+    """r -> D^{-1} r with D the diagonal blocks of the CSR matrix A (consecutive blocks of ``block_sizes``
+    rows: the element blocks of a DG matrix), in A's array namespace ``xp``; None when the sizes do not add up
+    to A's rows or a block is singular.
+
+    The blocks are gathered from A's entries whose row and column fall in one
+    block, inverted as one batched ``xp.linalg.inv`` per block size and
+    applied as one batched product per block size: nothing per element in
+    Python.  Setup memory is a few arrays of A's nnz.
+    """
+    from .assembly.device_pattern import segment_owner
+    from .backend import to_host
+
+    sizes = xp.asarray(block_sizes, dtype=np.int64)
+    first = xp.zeros(len(sizes) + 1, dtype=np.int64)
+    xp.cumsum(sizes, out=first[1:])
+    n = A.shape[0]
+    if A.shape[1] != n or int(first[-1]) != n:
+        return None
+    block_of_row = segment_owner(xp, first, n)
+    row = segment_owner(xp, xp.asarray(A.indptr, dtype=np.int64), int(A.nnz))
+    col = xp.asarray(A.indices, dtype=np.int64)
+    inside = block_of_row[row] == block_of_row[col]
+    row, col, value = row[inside], col[inside], A.data[inside]
+    block = block_of_row[row]
+    groups = []  # per block size b: (row indices (K, b), inverse blocks (K, b, b))
+    for b in np.unique(to_host(sizes)):
+        members = xp.flatnonzero(sizes == b)
+        slot = xp.full(len(sizes), -1, dtype=np.int64)
+        slot[members] = xp.arange(len(members), dtype=np.int64)
+        mine = sizes[block] == b
+        D = xp.zeros((len(members), int(b), int(b)), dtype=np.float64)
+        base = first[block[mine]]
+        D[slot[block[mine]], row[mine] - base, col[mine] - base] = value[mine]
+        try:
+            inverse = xp.linalg.inv(D)
+        except Exception:  # a singular block (NumPy raises; CuPy returns non-finite values)
+            return None
+        if not bool(xp.isfinite(inverse).all()):
+            return None
+        groups.append((first[members][:, None] + xp.arange(int(b), dtype=np.int64), inverse))
+
+    def apply(r: Any) -> Any:
+        out = xp.empty_like(r)
+        for rows, inverse in groups:
+            out[rows] = xp.einsum("kij,kj->ki", inverse, r[rows])
+        return out
+
+    return apply
 
 
 # ---------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from numba import cuda
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from polydg import backend as bk  # noqa: E402
-from polydg.assembly import assemble, cuda_passes  # noqa: E402
+from polydg.assembly import assemble, cuda_kernels, cuda_passes  # noqa: E402
 from tests.gpu_simulator_cases import case_setup  # noqa: E402
 
 CC = (9, 0)
@@ -51,7 +51,12 @@ def main(libdevice: str, cases: list[str]) -> int:
         kernel = getattr(ctx.kernels, name)
         calls.setdefault((name, ctx.plan.mesh.dim, ctx.plan.dtype.__name__), (kernel, (0,) + args))
 
+    def record_pattern(row_element, *args):  # the pattern's index kernel (launched before the executor's)
+        calls.setdefault(("pattern_indices", 0, "int64"), (cuda_kernels.pattern_indices, (0, row_element) + args))
+
     cuda_passes.DeviceContext.run = record
+    cuda_kernels.fill_pattern_indices = record_pattern
+    cuda_kernels.warm_pattern_indices = lambda xp: None
     bk.resolve_backend = lambda name, say=None: bk.SIMULATOR  # the executor on NumPy arrays, nothing launched
     for case in cases:
         space, problem = case_setup(case)
@@ -62,7 +67,8 @@ def main(libdevice: str, cases: list[str]) -> int:
     for (name, dim, dtype), (kernel, args) in sorted(calls.items()):
         start = time.perf_counter()
         ptx, _ = cuda.compile_ptx(kernel.py_func, tuple(numba.typeof(a) for a in args), cc=CC)
-        print(f"{name:16s} {dim}D {dtype:8s} PTX {len(ptx) // 1024:5d} kB in {time.perf_counter() - start:.1f} s",
+        where = f"{dim}D" if dim else "any"
+        print(f"{name:16s} {where:3s} {dtype:8s} PTX {len(ptx) // 1024:5d} kB in {time.perf_counter() - start:.1f} s",
               flush=True)
         if ".entry" not in ptx:
             raise RuntimeError(f"{name}: no kernel entry in the PTX")

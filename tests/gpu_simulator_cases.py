@@ -13,6 +13,7 @@ Tiny meshes on purpose: the simulator runs one Python thread per GPU thread.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 
@@ -56,6 +57,71 @@ EXTRA = {
         "atomic-gap": {"approach": "atomic", "elements": np.array([0, 2])},
     },
 }
+
+
+#: the sparsity pattern built on the device: name -> (mesh spec, elements, assembled rows or None, rank columns)
+PATTERN_CASES = {
+    "2d-mixed": ("square:3", 6, None, False),
+    "2d-rows-gap": ("square:3", 6, np.array([0, 2, 3, 5]), False),
+    "3d-mixed": ("cube:1", 4, None, False),
+    "3d-rank-columns": ("cube:1", 4, np.array([1, 2]), True),
+}
+PATTERN_FIELDS = ("indptr", "indices", "row_base", "row_width", "adj_offsets", "adj_col", "block_start", "diag_entry",
+                  "interface_entry", "row_start", "elements", "element_dofs")
+
+
+def pattern_setup(name: str):
+    """(mesh, dof_offsets, elements, column_numbering) of pattern case ``name``: mixed degrees; with rank
+    columns, the elements' columns numbered in a shuffled order (as an MPI rank numbering lays them out)."""
+    spec, n_el, elements, rank_columns = PATTERN_CASES[name]
+    mesh = agglomerate(from_spec(spec), n_el)
+    rng = np.random.default_rng(3)
+    dofs = DGSpace(mesh, rng.integers(1, 3, mesh.n_elements)).dof_offsets
+    columns = None
+    if rank_columns:
+        label = rng.permutation(mesh.n_elements)
+        order = np.argsort(label)
+        width = np.diff(dofs)[order]
+        first = np.empty(mesh.n_elements, dtype=np.int64)
+        first[order] = np.cumsum(width) - width
+        columns = (label, first, int(dofs[-1]))
+    return mesh, dofs, elements, columns
+
+
+#: space-time on the device: name -> march options (a tiny 2D + 1 march); "slab-pq" is one PQ slab's assembly
+MARCH_CASES = {
+    # constant coefficients: the slab matrix comes back, factorised once (splu) and reused
+    "p1-direct": {"problem": "paper-2d1", "degree": 1, "space_time_basis": "P", "method": "direct"},
+    # a reaction that depends on t: a new matrix per slab (spsolve); PQ, mixed degrees, local steps
+    "pq-mixed-local-steps": {"problem": "reaction-in-t", "degree": "mixed", "space_time_basis": "PQ",
+                             "method": "direct", "local_steps": 2},
+    "p1-iterative": {"problem": "paper-2d1", "degree": 1, "space_time_basis": "P", "method": "iterative"},
+}
+
+
+def march_setup(name: str):
+    """(spatial mesh, problem, degree, march options) of march case ``name``: 3 slabs of (0, 0.3)."""
+    from polydg.problem import builtin_problem
+
+    options = dict(MARCH_CASES[name])
+    mesh = agglomerate(from_spec("square:2"), 3)
+    problem = builtin_problem("paper-2d1", 2)
+    if options.pop("problem") == "reaction-in-t":  # c = 1 + t (written against the points' namespace)
+        problem = dataclasses.replace(problem, name="paper-2d1-reaction-in-t", reaction=lambda y: 1.0 + y[:, 2])
+    degree = options.pop("degree")
+    if degree == "mixed":
+        degree = np.array([0, 1, 0])
+    return mesh, problem, degree, dict(options, n_slabs=3, final_time=0.3)
+
+
+def slab_pq_setup():
+    """One PQ slab of mixed degrees over (0.1, 0.3), its slab problem: the PQ_p kernels' case."""
+    from polydg.problem import builtin_problem
+    from polydg.spacetime import slab_mesh, slab_problem
+
+    mesh = agglomerate(from_spec("square:2"), 3)
+    space = DGSpace(slab_mesh(mesh, 0.1, 0.3), np.array([1, 0, 1]), "PQ")
+    return space, slab_problem(builtin_problem("paper-2d1", 2), 2, 0.1, 0.3)
 
 
 def all_kinds_problem(d: int) -> Problem:
@@ -113,9 +179,58 @@ def main(out: str) -> int:
             arrays[f"{name}/{variant}/indices"] = result.matrix.indices
             arrays[f"{name}/{variant}/rhs"] = result.rhs
             arrays[f"{name}/{variant}/backend"] = np.array(result.info["backend"])
+    n_assemblies = len(arrays) // 4
+    from array_standin import STANDIN, DeviceStandIn  # run as a script: tests/ is on the path
+
+    from polydg.assembly.device_pattern import device_sparsity_pattern
+
+    for name in PATTERN_CASES:  # on the stand-in's arrays: array code that mixed in a host array would raise
+        pattern = device_sparsity_pattern(STANDIN, *pattern_setup(name))
+        for field in PATTERN_FIELDS:
+            arrays[f"pattern/{name}/{field}"] = getattr(pattern, field).view(np.ndarray)
+        arrays[f"pattern/{name}/on_device"] = np.array(all(type(getattr(pattern, f)) is DeviceStandIn
+                                                           for f in PATTERN_FIELDS))
+    space, problem = slab_pq_setup()
+    for approach in ("2", "atomic"):
+        result = assemble(space, problem, backend="cudasim", approach=approach)
+        arrays[f"slab-pq/{approach}/data"], arrays[f"slab-pq/{approach}/rhs"] = result.matrix.data, result.rhs
+    arrays.update(_marches())
     np.savez(out, **arrays)
-    print(f"GPU-SIMULATOR-CASES {len(arrays) // 4} assemblies in {time.perf_counter() - start:.1f} s")
+    print(f"GPU-SIMULATOR-CASES {n_assemblies} assemblies in {time.perf_counter() - start:.1f} s")
     return 0
+
+
+def _marches() -> dict[str, np.ndarray]:
+    """Each march case on the simulator's backend, with the types of what its slabs kept on the device."""
+    from polydg.spacetime import march
+    from polydg.spacetime.device import DeviceSlabs
+
+    arrays, kept = {}, set()
+    solve, carry = DeviceSlabs.solve, DeviceSlabs.carry
+
+    def solve_kept(self, matrix, load, *args):
+        u, info = solve(self, matrix, load, *args)
+        kept.update((type(matrix).__module__.split(".")[0], type(load).__module__, type(u).__module__))
+        return u, info
+
+    def carry_kept(self, u):
+        carry(self, u)
+        kept.add(type(self.trace).__module__)
+
+    DeviceSlabs.solve, DeviceSlabs.carry = solve_kept, carry_kept
+    try:
+        for name in MARCH_CASES:
+            kept.clear()
+            mesh, problem, degree, options = march_setup(name)
+            result = march(mesh, problem, degree, backend="cudasim", **options)
+            arrays[f"march/{name}/solution"] = result.solution
+            arrays[f"march/{name}/errors"] = np.array([result.errors["l2"], result.errors["l2_l2"]])
+            arrays[f"march/{name}/solver"] = np.array(result.info["solver"]["solver"])
+            arrays[f"march/{name}/factorisations"] = np.array(result.info["factorisations"])
+            arrays[f"march/{name}/kept"] = np.array(sorted(kept))
+    finally:
+        DeviceSlabs.solve, DeviceSlabs.carry = solve, carry
+    return arrays
 
 
 if __name__ == "__main__":

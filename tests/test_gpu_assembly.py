@@ -29,7 +29,8 @@ from polydg import backend as bk
 from polydg.assembly import assemble
 from polydg.errors import OptionError
 
-from .gpu_simulator_cases import CASES, case_setup, variants
+from .gpu_simulator_cases import (CASES, MARCH_CASES, PATTERN_CASES, PATTERN_FIELDS, case_setup, march_setup,
+                                  pattern_setup, slab_pq_setup, variants)
 
 REPO = Path(__file__).resolve().parents[1]
 F32_TOL = 1e-6
@@ -65,7 +66,8 @@ def _libdevice() -> Path | None:
 
 def test_gpu_kernels_compile_to_ptx_for_an_h100():
     """numba-cuda and NVVM compile the kernels (3D; float64 both reductions, float32 the deterministic
-    ones): what the simulator cannot check (device typing, local and constant memory, atomics)."""
+    ones; the pattern's index kernel): what the simulator cannot check (device typing, local and constant
+    memory, atomics)."""
     libdevice = _libdevice()
     if libdevice is None:
         pytest.skip("no CUDA toolkit with NVVM's libdevice (set CUDA_HOME)")
@@ -75,7 +77,7 @@ def test_gpu_kernels_compile_to_ptx_for_an_h100():
                          env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
     if "GPU-PTX-SKIP" in run.stdout:
         pytest.skip(run.stdout.strip().splitlines()[-1])
-    assert run.returncode == 0 and "GPU-PTX-OK 9 kernels" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 0 and "GPU-PTX-OK 10 kernels" in run.stdout, run.stdout + run.stderr
 
 
 def _cpu(name: str, options: dict):
@@ -120,6 +122,32 @@ def test_deterministic_gpu_kernels_are_bitwise_repeatable(simulated, name):
         assert np.array_equal(simulated[f"{name}/rows/rhs"], simulated[f"{name}/rows-chunked/rhs"])
 
 
+@pytest.mark.parametrize("name", list(PATTERN_CASES))
+def test_the_device_pattern_is_the_host_pattern(simulated, name):
+    """The pattern built on the device (array code on the stand-in's arrays, the index kernel on the
+    simulator) equals the host's exactly: 2D and 3D, mixed degrees, the rows of an element subset with
+    gaps, the rank-numbered column layout."""
+    from polydg.assembly.pattern import sparsity_pattern
+
+    mesh, dofs, elements, columns = pattern_setup(name)
+    host = sparsity_pattern(mesh, dofs, elements, columns)
+    assert bool(simulated[f"pattern/{name}/on_device"])  # every array of the device's type
+    for field in PATTERN_FIELDS:
+        got, ref = simulated[f"pattern/{name}/{field}"], getattr(host, field)
+        assert got.dtype == np.int64 and np.array_equal(got, ref), field
+    assert len(np.unique(mesh.interface_elements[:, 0])) > 1  # several block rows with neighbours above
+
+
+def test_device_pattern_refuses_unsorted_interfaces():
+    from polydg.assembly.device_pattern import adjacency_on
+
+    dofs = np.full(3, 3, dtype=np.int64)
+    with pytest.raises(ValueError, match="lexicographic"):
+        adjacency_on(np, 3, np.array([0, 1, 0]), np.array([1, 2, 2]), dofs)
+    with pytest.raises(ValueError, match="lexicographic"):
+        adjacency_on(np, 3, np.array([1]), np.array([0]), dofs)
+
+
 def test_the_cases_cover_every_face_kind_mixed_degrees_and_chunks():
     """What the comparisons above stand on: the tiny meshes have every boundary kind, mixed degrees, chunks."""
     from polydg.assembly.points import simplex_points
@@ -146,6 +174,69 @@ def test_the_cases_cover_every_face_kind_mixed_degrees_and_chunks():
                                        ("neumann-inflow", (diffusive & neumann & (bn < 0)).any())) if present}
     assert kinds == {"dirichlet", "neumann", "inflow", "outflow", "neumann-inflow"}
     assert _cpu("2d-all-kinds", variants("2d-all-kinds")["rows-chunked"]).info["chunks"] > 1
+
+
+# ---------------------------------------------------------------------------
+# space-time on the device: PQ_p slabs, the march with its state on the device
+
+
+@pytest.mark.parametrize("approach", ["2", "atomic"])
+def test_a_pq_slab_on_the_device_matches_the_cpu(simulated, approach):
+    space, problem = slab_pq_setup()
+    assert space.basis == "PQ" and space.min_degree < space.max_degree
+    cpu = assemble(space, problem, backend="numpy")
+    assert _rel(simulated[f"slab-pq/{approach}/data"], cpu.matrix.data) <= 1e-13
+    assert _rel(simulated[f"slab-pq/{approach}/rhs"], cpu.rhs) <= 1e-13
+
+
+@pytest.mark.parametrize("name", list(MARCH_CASES))
+def test_the_march_on_the_device_matches_the_cpu(simulated, name):
+    """The march with the GPU backend (simulator): slab matrices, loads, the bottom trace and the solves stay
+    in the backend's arrays (NumPy / SciPy for the simulator's stand-in backend), and the solution and errors
+    equal the CPU march's (the iterative one: to its tolerance)."""
+    from polydg.spacetime import march
+
+    mesh, problem, degree, options = march_setup(name)
+    cpu = march(mesh, problem, degree, backend="numpy", **dict(options, method="direct"))
+    key = f"march/{name}"
+    tol = 1e-12 if options["method"] == "direct" else 1e-8
+    assert _rel(simulated[f"{key}/solution"], cpu.solution) <= tol
+    assert np.allclose(simulated[f"{key}/errors"], [cpu.errors["l2"], cpu.errors["l2_l2"]], rtol=tol, atol=0)
+    assert set(simulated[f"{key}/kept"].tolist()) == {"numpy", "scipy"}  # the simulator backend's types
+    if options["method"] == "direct":  # splu kept while the matrix comes back; spsolve for a new one per slab
+        reused = problem.name == "paper-2d1"
+        assert str(simulated[f"{key}/solver"]) == ("splu" if reused else "spsolve")
+        assert int(simulated[f"{key}/factorisations"]) == (1 if reused else options["n_slabs"])
+    else:
+        assert str(simulated[f"{key}/solver"]).endswith("+block-jacobi")  # the element blocks
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", list(MARCH_CASES))
+def test_cupy_march_keeps_its_state_on_the_device(name, monkeypatch):
+    import cupy
+
+    from polydg.spacetime import march
+    from polydg.spacetime.device import DeviceSlabs
+
+    kept = []
+    carry = DeviceSlabs.carry
+    monkeypatch.setattr(DeviceSlabs, "carry", lambda self, u: (kept.append(type(u)), carry(self, u))[-1])
+    mesh, problem, degree, options = march_setup(name)
+    gpu = march(mesh, problem, degree, backend="cupy", **options)
+    cpu = march(mesh, problem, degree, backend="numpy", **dict(options, method="direct"))
+    assert kept and all(k is cupy.ndarray for k in kept) and isinstance(gpu.solution, np.ndarray)
+    assert _rel(gpu.solution, cpu.solution) <= (1e-12 if options["method"] == "direct" else 1e-8)
+
+
+@needs_gpu
+def test_command_line_marches_on_the_device(tmp_path):
+    from polydg.assemble import main
+
+    assert main(["--mesh", "square:2", "--agglomerate", "3", "--problem", "paper-2d1", "--degree", "1",
+                 "--time-slabs", "2", "--final-time", "0.2", "--backend", "cupy", "--quiet",
+                 "--output", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "solution.npy").exists()
 
 
 # ---------------------------------------------------------------------------

@@ -192,8 +192,6 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         raise OptionError("approach '1' sorts its own triplets: it takes no column_numbering")
     if face_penalty is not None and np.shape(face_penalty) != (mesh.n_faces,):
         raise OptionError(f"face_penalty has shape {np.shape(face_penalty)}, expected ({mesh.n_faces},) (one per face)")
-    if on_device and getattr(space, "basis", "P") != "P":
-        raise OptionError("the GPU path assembles P_p spaces for now (the space-time PQ_p basis runs on the CPU)")
     if workspace is None:
         workspace = Workspace()  # points and coefficients of one chunk at a time, reused by the next
     timer = Timer()
@@ -201,6 +199,10 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     compile_pattern_kernels()
     compile_point_kernels(d)
     compile_penalty_kernels()  # both kinds: a first run must not count the penalty's JIT as assembly
+    if on_device:  # the pattern's index kernel, which runs before the executor's first launch
+        from .cuda_kernels import warm_pattern_indices
+
+        warm_pattern_indices(bk.array_module(backend))
     timer.add("jit", t)
     jit_before_start = timer.t["jit"]
     t_all = time.perf_counter()
@@ -208,7 +210,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     plan = plan_assembly(space, problem, approach=approach, dtype=dtype, penalty=penalty, penalty_kind=penalty_kind,
                          quadrature_extra=quadrature_extra, memory_budget_mb=memory_budget_mb, elements=elements,
                          face_penalty=face_penalty, timer=timer, face_penalty_scale=face_penalty_scale,
-                         column_numbering=column_numbering)
+                         column_numbering=column_numbering, backend=backend)
     coefficients = Coefficients(problem, d, dtype, thread_count(), workspace)
     if on_device:  # the same plan, a second executor
         from .cuda_passes import assemble_on_device

@@ -192,6 +192,16 @@ class DeviceCoefficients:
         value = evaluate(x, *extra, xp=xp)
         return xp.ascontiguousarray(value, dtype=self.dtype if value.dtype != bool else np.int8)
 
+    def values_of(self, name: str, x):
+        """``problem.<name>(x)`` for a callable the kernels do not take (``exact``, ``initial``) as a float64
+        ``xp`` array: on the device, or on the host for a NumPy-only callable (detected and said as above)."""
+        f = getattr(self.problem, name)
+        if self._runs_on_host(name, x):
+            from ..backend import to_host
+
+            return self.xp.asarray(np.asarray(f(to_host(x)), dtype=np.float64))
+        return self.xp.asarray(f(x), dtype=np.float64)
+
     def _zero(self, *shape):
         return self.xp.zeros((1,) + shape, dtype=self.dtype)
 

@@ -15,12 +15,13 @@ One source of the mathematics: the device functions below are
   the CSR values with ``cuda.atomic.add`` (the order of the additions, and so
   the last bits, vary from run to run).
 
-The kernels are made per (dimension, largest degree, dtype) by
+The kernels are made per (dimension, largest degree, dtype, basis) by
 :func:`gpu_kernels`: those are constants of the compiled code, so the
 per-thread work arrays (``cuda.local.array``) have compile-time shapes, and
-the bases' multi-index table and Legendre recurrence are constant memory
-(``cuda.const.array_like``).  Elements of lower degree use the leading
-entries (mixed degrees).  Arrays are device arrays: CuPy arrays on a GPU,
+the bases' multi-index table (P_p, or the space-time PQ_p) and Legendre
+recurrence are constant memory (``cuda.const.array_like``).  Elements of
+lower degree use the leading entries (mixed degrees: both tables are
+hierarchical).  Arrays are device arrays: CuPy arrays on a GPU,
 NumPy arrays under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``, set
 before ``numba.cuda`` is first imported; this module imports it, so it is
 imported only by the GPU executor, ``cuda_passes.py``).
@@ -37,7 +38,7 @@ from types import SimpleNamespace
 import numpy as np
 from numba import config, cuda, from_dtype  # ``cuda`` at module level: the simulator swaps it while a kernel runs
 
-from ..basis import element_box_tables, eval_basis_point_scaled, legendre_recurrence, multi_indices
+from ..basis import basis_indices, element_box_tables, eval_basis_point_scaled, legendre_recurrence
 from .forms import dirichlet_point, inflow_point, interior_face_point, load_point, neumann_point, normal_flux, volume_point
 from .kernels import DIFFUSIVE, _dot_normal
 
@@ -177,15 +178,19 @@ def launch(kernel, n: int, *args) -> None:
 
 
 @lru_cache(maxsize=None)
-def gpu_kernels(dim: int, pmax: int, dtype) -> SimpleNamespace:
-    """The GPU kernels of a ``dim``-dimensional space of degrees <= ``pmax`` in ``dtype`` (float64 or float32).
+def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace:
+    """The GPU kernels of a ``dim``-dimensional space of degrees <= ``pmax`` in ``dtype`` (float64 or float32),
+    ``basis`` "P" (total degree) or "PQ" (space-time: degree p in t times total degree p in x).
+
+    The PQ_p table's largest 1D degree is p too, so only the table (and its
+    length) differ between the two.
 
     Each kernel's first argument is the number of threads that do work
     (:func:`launch` passes it); the rest are documented at their launch in
     ``cuda_passes.py``.  Compiled by numba-cuda at their first launch.
     """
     D, P1 = int(dim), int(pmax) + 1
-    TABLE = np.ascontiguousarray(multi_indices(int(pmax), D), dtype=np.int64)
+    TABLE = np.ascontiguousarray(basis_indices(int(pmax), D, basis), dtype=np.int64)
     REC = legendre_recurrence(int(pmax), np.dtype(dtype))
     NB = len(TABLE)
     DT = from_dtype(np.dtype(dtype))
@@ -376,3 +381,34 @@ def gpu_kernels(dim: int, pmax: int, dtype) -> SimpleNamespace:
     return SimpleNamespace(volume_rows=volume_rows, volume_atomic=volume_atomic, interior_rows=interior_rows,
                            interior_atomic=interior_atomic, boundary_rows=boundary_rows,
                            boundary_atomic=boundary_atomic)
+
+
+# ---------------------------------------------------------------------------
+# the sparsity pattern's column indices (``device_pattern.py`` builds the rest as array code)
+
+
+@cuda.jit
+def pattern_indices(n_rows, row_element, column_first, element_dofs, adj_offsets, adj_col, block_start, row_base,
+                    row_start, row_width, indices):
+    """One thread per assembled row: its columns, block by block (every row of an element has the same)."""
+    r = cuda.grid(1)
+    if r >= n_rows:
+        return
+    e = row_element[r]
+    pos = row_base[e] + (r - row_start[e]) * row_width[e]
+    for k in range(adj_offsets[e], adj_offsets[e + 1]):
+        c = adj_col[k]
+        start, at = column_first[c], pos + block_start[k]
+        for j in range(element_dofs[c]):
+            indices[at + j] = start + j
+
+
+def fill_pattern_indices(row_element, *args) -> None:
+    """Launch :func:`pattern_indices` on the rows (the arguments as its, after ``n_rows``)."""
+    launch(pattern_indices, len(row_element), row_element, *args)
+
+
+def warm_pattern_indices(xp) -> None:
+    """Compile :func:`pattern_indices` (one launch whose thread returns), so that its JIT is not timed as indices."""
+    z = xp.zeros(1, dtype=np.int64)
+    pattern_indices[1, 1](0, *(z,) * 10)

@@ -14,8 +14,9 @@ boundary faces of each mode) and for each chunk
    (deterministic, one thread per element) or, with ``approach="atomic"``,
    the entity kernels that add their blocks with ``cuda.atomic.add``.
 
-Only the plan's tables cross to the device (once); per chunk, the host
-sends the entities' offsets.  The CSR values and the load stay on the
+The sparsity pattern is built on the device (``device_pattern.py``); the
+plan's other tables cross to the device once; per chunk, the host sends the
+entities' offsets.  The CSR values and the load stay on the
 device until the end.  Arrays are
 those of the backend (:mod:`polydg.backend`): CuPy on a GPU, NumPy under
 numba-cuda's simulator (the test-only backend ``"cudasim"``).
@@ -52,7 +53,8 @@ class DeviceContext:
         self.progress = progress
         self.xp = bk.array_module(backend)
         space, mesh, pattern = plan.space, plan.mesh, plan.pattern
-        self.kernels = gpu_kernels(mesh.dim, int(space.max_degree), np.dtype(plan.dtype).type)
+        self.kernels = gpu_kernels(mesh.dim, int(space.max_degree), np.dtype(plan.dtype).type,
+                                  getattr(space, "basis", "P"))
         t = time.perf_counter()
         dev = self.dev
         # row_start: each element's first row among the assembled ones (the kernels' dof_offsets - first_row)
@@ -73,7 +75,9 @@ class DeviceContext:
         self._warm: set[str] = set()
 
     def dev(self, a) -> object:
-        """``a`` as an array of the backend (contiguous; int arrays int64)."""
+        """``a`` as an array of the backend (contiguous; int arrays int64); the pattern's arrays already are."""
+        if bk.array_namespace(a) is not np:
+            return a
         a = np.asarray(a)
         return bk.to_device(a.astype(np.int64) if a.dtype.kind in "iu" and a.dtype != np.int8 else a, self.backend)
 
@@ -205,7 +209,7 @@ def _interior_sides_pass(ctx: DeviceContext) -> None:
         timer.add("coefficients", t)
         # the adjacency entry of each side's off-diagonal block: (e1, e2) for side 0, (e2, e1) for side 1
         iface = np.searchsorted(mesh.interface_offsets, faces, side="right") - 1
-        side_entry = ctx.dev(pattern.interface_entry[iface])
+        side_entry = pattern.interface_entry[ctx.dev(iface)]
         ctx.run("interior_atomic", 2 * len(faces), "interior_kernel", int(f_lo), face_elements, side_entry, pts, X, W,
                 A, B, *tables)
         ctx.report("interior kernel", ci + 1, len(cuts) - 1)
@@ -264,7 +268,8 @@ def assemble_on_device(plan: AssemblyPlan, backend: str, coefficients: Coefficie
         import scipy.sparse as sp
 
         matrix = sp.csr_matrix(shape, dtype=plan.dtype)  # int64 indices kept, as the CPU path does
-        matrix.data, matrix.indices, matrix.indptr = bk.to_host(ctx.data), pattern.indices, pattern.indptr
+        matrix.data, matrix.indices, matrix.indptr = (bk.to_host(ctx.data), bk.to_host(pattern.indices),
+                                                       bk.to_host(pattern.indptr))
         matrix.check_format(full_check=False)
         matrix.has_sorted_indices = True
         rhs = bk.to_host(ctx.rhs)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import backend as bk
 from ..basis import legendre_recurrence
 from ..quadrature import default_degree
 from .moments import moment_tables
@@ -47,7 +48,7 @@ class AssemblyPlan:
     rec: np.ndarray
     moments: tuple
     pattern: SparsityPattern
-    adj_interface: np.ndarray
+    adj_interface: np.ndarray  # the interface of each adjacency entry (-1: the diagonal); the pattern's array type
     face_penalty: np.ndarray
     sigma: np.ndarray
     lo: np.ndarray
@@ -71,8 +72,12 @@ class AssemblyPlan:
 def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penalty_kind: str,
                   quadrature_extra: int, memory_budget_mb: float, elements: np.ndarray, timer: Timer,
                   face_penalty: np.ndarray | None = None, column_numbering: tuple | None = None,
-                  face_penalty_scale: np.ndarray | None = None) -> AssemblyPlan:
+                  face_penalty_scale: np.ndarray | None = None, backend: str = "numpy") -> AssemblyPlan:
     """The plan of one assembly; the pattern's time goes to ``indices``, the penalty's to ``penalty``.
+
+    With a device ``backend`` (cupy, or the simulator's) the pattern and
+    ``adj_interface`` are built on the device (``device_pattern.py``), the
+    rest of the plan on the host as always.
 
     ``face_penalty`` (sigma_F per face), when given, is used as it is;
     ``face_penalty_scale`` (n_faces,), when given, multiplies each face's penalty;
@@ -89,11 +94,17 @@ def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penal
     rule_degree = space.total_degree
 
     t = time.perf_counter()
-    pattern = sparsity_pattern(mesh, space.dof_offsets, elements, column_numbering)
+    xp = bk.array_module(backend)
+    if bk.is_device(backend):
+        from .device_pattern import device_sparsity_pattern
+
+        pattern = device_sparsity_pattern(xp, mesh, space.dof_offsets, elements, column_numbering)
+    else:
+        pattern = sparsity_pattern(mesh, space.dof_offsets, elements, column_numbering)
     t = timer.add("indices", t)
-    adj_interface = np.full(len(pattern.adj_col), -1, dtype=np.int64)
-    adj_interface[pattern.interface_entry[:, 0]] = np.arange(mesh.n_interfaces)
-    adj_interface[pattern.interface_entry[:, 1]] = np.arange(mesh.n_interfaces)
+    adj_interface = xp.full(len(pattern.adj_col), -1, dtype=np.int64)
+    adj_interface[pattern.interface_entry[:, 0]] = xp.arange(mesh.n_interfaces, dtype=np.int64)
+    adj_interface[pattern.interface_entry[:, 1]] = xp.arange(mesh.n_interfaces, dtype=np.int64)
     if face_penalty is None:
         a_bound = diffusion_bound(mesh, problem, rule_degree, quadrature_extra)
         sigma64 = penalty_of_faces(mesh, degree, a_bound, C_sigma=penalty, kind=penalty_kind)

@@ -9,7 +9,9 @@ One concept per module:
   A = diag(a, 0), b = (w, 1);
 * :mod:`~polydg.spacetime.trace`: quadrature on a time plane: the bottom
   load carrying the previous slab's solution, errors at a fixed time;
-* :mod:`~polydg.spacetime.march`: :func:`march`, slab after slab.
+* :mod:`~polydg.spacetime.march`: :func:`march`, slab after slab;
+* :mod:`~polydg.spacetime.device`: what the march keeps on the device with
+  a GPU backend (slab matrices, loads, the bottom trace, the solves).
 
 2D + 1 and 3D + 1 with the total-degree space P_p (the default) or PQ_p
 (degree p in t times total degree p in x: :func:`polydg.basis.pq_multi_indices`,

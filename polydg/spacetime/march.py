@@ -30,6 +30,10 @@ What is reused from slab to slab:
 When only f, g_D or g_N depend on t the matrix is still the same: each slab
 is assembled again (the load needs the kernels' pass over the points) and
 the factorisation is kept.
+
+With a GPU backend (``backend="cupy"``) the slabs' matrices, loads, bottom
+trace and solves stay on the device (:class:`~polydg.spacetime.device.DeviceSlabs`);
+the last slab's solution is copied to the host once, at the end.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from .. import backend as bk
 from ..assembly import Workspace, assemble
 from ..basis import BASES
 from ..errors import OptionError
@@ -50,12 +55,11 @@ from ..mesh.polytopic import PolytopicMesh
 from ..problem import Problem, as_problem
 from ..solve import SolverError, solve
 from ..space import DGSpace
+from .device import REUSE_TOL, DeviceSlabs
 from .problem import check_space_time, initial_values, slab_problem
 from .slab import check_local_steps, shifted_slab, slab_mesh, step_offsets
 from .trace import l2_error_at, l2_error_squared_over_slab, time_plane_rule, trace_load, trace_values
 
-#: relative change of the matrix values below which a factorisation is reused
-REUSE_TOL = 1e-13
 #: extra quadrature degree for the initial value and the errors (non-polynomial data)
 TRACE_EXTRA = 2
 
@@ -177,7 +181,9 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         slab problem (:class:`polydg.distributed.spacetime.SlabAssembler`
         assembles on all MPI ranks)
     assemble_options : passed to :func:`polydg.assembly.assemble` (penalty,
-        quadrature_extra, ...)
+        quadrature_extra, backend, ...); with a GPU backend the march's
+        state stays on the device (module docstring) and ``solution`` is
+        copied to the host once, at the end
     """
     problem = as_problem(problem)
     check_space_time(problem)
@@ -211,6 +217,9 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     if autonomous is None:  # and the load too: nothing of the slab problem depends on t
         autonomous = constant_coefficients and not any(callable(getattr(problem, k)) for k in
                                                        ("source", "dirichlet", "neumann"))
+    backend = bk.resolve_backend(assemble_options.get("backend", "numpy"))
+    device = DeviceSlabs(backend, problem, rule, bottom_rule, top_rule, offsets, pmax + 2, with_errors) \
+        if bk.is_device(backend) and assembler is None else None  # the slabs' state kept on the device
 
     base: PolytopicMesh | None = None  # the slab mesh of the current slab length, at base_t0
     base_t0 = base_tau = 0.0
@@ -232,6 +241,8 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         mesh = base if t0 == base_t0 else shifted_slab(base, t0 - base_t0)
         space = DGSpace(mesh, degree, space_time_basis)
         slab = slab_problem(problem, d, t0, t1)
+        if device is not None and not same_length:
+            device.tabulate(space, t0, t1)
         t_mesh = time.perf_counter() - start
 
         if autonomous and assembled is not None and same_length:
@@ -241,7 +252,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         else:
             if assembler is None:
                 result = assemble(space, slab, workspace=workspace, face_penalty_scale=penalty_scale,
-                                  to_host=True, **assemble_options)  # solved on the host
+                                  to_host=device is None, **assemble_options)  # solved where it is
             else:  # e.g. every MPI rank assembling its rows (polydg.distributed.spacetime)
                 result = assembler(space, (t0, t1), workspace=workspace, face_penalty_scale=penalty_scale,
                                    **assemble_options)
@@ -250,14 +261,21 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         matrix, rhs = result.matrix, result.rhs
 
         t = time.perf_counter()
-        if previous is None:
-            bottom = initial_values(problem, rule.x)
+        if device is not None:
+            load = device.load(rhs)  # rhs + the bottom term of the carried trace, on the device
         else:
-            bottom = trace_values(previous[0], previous[1], top_rule, t0)
-        load = rhs + trace_load(space, bottom_rule, t0, bottom)
+            if previous is None:
+                bottom = initial_values(problem, rule.x)
+            else:
+                bottom = trace_values(previous[0], previous[1], top_rule, t0)
+            load = rhs + trace_load(space, bottom_rule, t0, bottom)
         stage["trace"] = time.perf_counter() - t
 
-        if method == "direct":
+        if device is not None:
+            u, solve_info = device.solve(matrix, load, method, constant_coefficients and same_length,
+                                         constant_coefficients)
+            device.carry(u)
+        elif method == "direct":
             u, solve_info = factorisation.solve(matrix, load, constant_coefficients and same_length)
         else:
             u, solve_info = solve(matrix, load, method, space=space)
@@ -265,7 +283,9 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         stage["mesh"] = t_mesh
 
         t = time.perf_counter()
-        if with_errors:  # on prisms: the spatial rule times Gauss in t (exact in t to degree 2 pmax + 3)
+        if with_errors and device is not None:
+            l2_l2 += device.error_squared_over_slab(u, t0, t1)
+        elif with_errors:  # on prisms: the spatial rule times Gauss in t (exact in t to degree 2 pmax + 3)
             l2_l2 += l2_error_squared_over_slab(space, u, rule, offsets, t0, t1, problem.exact, pmax + 2)
         stage["errors"] = time.perf_counter() - t
         stage["slab"] = time.perf_counter() - start - stage.get("jit", 0.0)
@@ -279,12 +299,15 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     space, u, t_final = previous
     result_errors = None
     if with_errors:
-        result_errors = {"l2": l2_error_at(space, u, top_rule, t_final, problem.exact),
-                         "l2_l2": float(np.sqrt(l2_l2))}
+        result_errors = {"l2": device.error_at_top(t_final) if device is not None else
+                         l2_error_at(space, u, top_rule, t_final, problem.exact), "l2_l2": float(np.sqrt(l2_l2))}
+    if device is not None:
+        u = bk.to_host(u)  # the one copy of the march's state to the host
     info = {"slabs": len(nodes) - 1, "dofs_per_slab": space.n_dofs, "nnz_per_slab": int(matrix.nnz),
             "local_steps": None if steps is None else {"min": int(steps.min()), "max": int(steps.max()),
                                                        "elements_per_slab": int(offsets[-1])},
-            "factorisations": factorisation.count, "reused_assemblies": reused_assemblies,
+            "factorisations": (device.factorisation if device is not None else factorisation).count,
+            "reused_assemblies": reused_assemblies,
             "autonomous": bool(autonomous),
             "solver": {k: v for k, v in solve_info.items() if isinstance(v, (int, float, str, bool))}}
     return MarchResult(u, space, nodes, timings, result_errors, info, result)

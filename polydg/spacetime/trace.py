@@ -68,6 +68,20 @@ def trace_load(space: DGSpace, rule: TimePlaneRule, t: float, values: np.ndarray
     return load
 
 
+def prism_points(rule: TimePlaneRule, offsets: np.ndarray, n_time: int) -> tuple[np.ndarray, ...]:
+    """The rule on time planes times ``n_time`` Gauss points in each local step: a row per (point, step,
+    node), as (point, step, node, m, g, gw): the plane point, its element's step, the Gauss node, the
+    element's number of steps m, and the Gauss nodes and weights on (-1, 1).  The row's time in the slab
+    (t0, t1) is ``t0 + (t1 - t0) * (step + (g[node] + 1) / 2) / m``."""
+    g, gw = np.polynomial.legendre.leggauss(int(n_time))
+    steps = np.diff(offsets)[rule.elements]  # (m,) steps of each point's element
+    per_point = steps * len(g)
+    point = np.repeat(np.arange(len(rule.x)), per_point)  # a row per (point, step, Gauss node)
+    local = np.arange(len(point)) - np.repeat(np.cumsum(per_point) - per_point, per_point)
+    step, node = local // len(g), local % len(g)
+    return point, step, node, steps[point], g, gw
+
+
 def l2_error_squared_over_slab(space: DGSpace, solution: np.ndarray, rule: TimePlaneRule, offsets: np.ndarray,
                                t0: float, t1: float, exact, n_time: int) -> float:
     """||u - u_h||^2 over the slab Omega x (t0, t1): the rule on time planes times ``n_time`` Gauss points in t.
@@ -77,13 +91,7 @@ def l2_error_squared_over_slab(space: DGSpace, solution: np.ndarray, rule: TimeP
     Gauss points.  A prism rule (simplex rule x line rule) needs far fewer
     points than a rule on the slab's tetrahedra of the same exactness.
     """
-    g, gw = np.polynomial.legendre.leggauss(int(n_time))
-    steps = np.diff(offsets)[rule.elements]  # (m,) steps of each point's element
-    per_point = steps * len(g)
-    point = np.repeat(np.arange(len(rule.x)), per_point)  # a row per (point, step, Gauss node)
-    local = np.arange(len(point)) - np.repeat(np.cumsum(per_point) - per_point, per_point)
-    step, node = local // len(g), local % len(g)
-    m = steps[point]
+    point, step, node, m, g, gw = prism_points(rule, offsets, n_time)
     tau = t1 - t0
     t = t0 + tau * (step + 0.5 * (g[node] + 1.0)) / m
     y = np.column_stack([rule.x[point], t])
@@ -99,5 +107,5 @@ def l2_error_at(space: DGSpace, solution: np.ndarray, rule: TimePlaneRule, t: fl
     return float(np.sqrt(rule.weights @ e**2))
 
 
-__all__ = ["TimePlaneRule", "time_plane_rule", "trace_values", "trace_load", "l2_error_at",
+__all__ = ["TimePlaneRule", "time_plane_rule", "prism_points", "trace_values", "trace_load", "l2_error_at",
            "l2_error_squared_over_slab"]

@@ -1,0 +1,148 @@
+"""The sparsity pattern built where the matrix is: array code against ``xp`` and one numba-cuda kernel.
+
+The same block-CSR layout as :func:`polydg.assembly.pattern.sparsity_pattern`
+(element e's rows hold one dense block per element of {e} U neighbours(e),
+by column element, entry (i, j) of block (e, c) at
+``row_base[e] + i * W_e + block_start[(e, c)] + j``), bit for bit, but built
+with the backend's arrays (CuPy on a GPU) so that nothing pattern-sized is
+made on the host:
+
+* the adjacency, ``row_width``, ``block_start``, ``row_base``, ``row_start``
+  and ``indptr`` are cumulative sums, bincounts and scatters over elements,
+  interfaces and adjacency entries; the one ordering they need (each
+  element's neighbours below it, in increasing order) is a sort of the
+  interfaces by their second element, not of anything nnz-sized;
+* ``indices`` (one per non-zero) is written by a numba-cuda kernel, one
+  thread per matrix row (:func:`polydg.assembly.cuda_kernels.pattern_indices`).
+
+The CPU builds its pattern with compiled loops (``pattern.py``) and is
+unchanged; this module serves the GPU executor.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..mesh.polytopic import PolytopicMesh
+from .pattern import SparsityPattern
+
+
+def segment_owner(xp, offsets, n: int):
+    """(n,) the segment s with ``offsets[s] <= k < offsets[s + 1]`` of each k < n (``offsets`` non-decreasing).
+
+    The array form of ``repeat(arange(len(offsets) - 1), diff(offsets))``
+    (CuPy's ``repeat`` takes no array of counts).
+
+    >>> segment_owner(np, np.array([0, 2, 2, 5]), 5).tolist()
+    [0, 0, 2, 2, 2]
+    """
+    return xp.searchsorted(offsets, xp.arange(n, dtype=np.int64), side="right") - 1
+
+
+def _exclusive_cumsum(xp, counts):
+    """``[0, c0, c0 + c1, ...]`` of length len(counts) + 1, int64."""
+    out = xp.zeros(len(counts) + 1, dtype=np.int64)
+    xp.cumsum(counts, out=out[1:])
+    return out
+
+
+def adjacency_on(xp, n_el: int, a, b, element_dofs) -> tuple:
+    """The block rows as array code: for each element, its neighbours below it, itself, its neighbours above.
+
+    ``a``, ``b`` (n_interfaces,): the interfaces (a < b, sorted
+    lexicographically: a mesh invariant, checked).  Returns adj_offsets,
+    adj_col, block_start, row_width, diag_entry and interface_entry, equal to
+    the compiled :func:`polydg.assembly.pattern._adjacency`'s.
+    """
+    n_if = int(a.shape[0])
+    pairs = bool(xp.all(a < b)) if n_if else True
+    ordered = bool(xp.all((a[1:] > a[:-1]) | ((a[1:] == a[:-1]) & (b[1:] > b[:-1])))) if n_if > 1 else True
+    if not (pairs and ordered):
+        raise ValueError("mesh interfaces are not (e1 < e2) pairs in lexicographic order")
+    above = xp.bincount(a, minlength=n_el).astype(np.int64)  # neighbours above e: its interfaces as e1
+    below = xp.bincount(b, minlength=n_el).astype(np.int64)  # neighbours below e: its interfaces as e2
+    adj_offsets = _exclusive_cumsum(xp, below + 1 + above)
+    diag_entry = adj_offsets[:-1] + below
+    adj_col = xp.empty(int(adj_offsets[-1]), dtype=np.int64)
+    adj_col[diag_entry] = xp.arange(n_el, dtype=np.int64)
+    interface_entry = xp.empty((n_if, 2), dtype=np.int64)
+    if n_if:
+        # (a, b) above the diagonal of a's row: interfaces are grouped by a, in order of b
+        rank_in_a = xp.arange(n_if, dtype=np.int64) - _exclusive_cumsum(xp, above)[a]
+        interface_entry[:, 0] = diag_entry[a] + 1 + rank_in_a
+        # (b, a) below the diagonal of b's row, in order of a: the interfaces sorted by (b, a)
+        by_b = xp.lexsort(xp.stack((a, b)))
+        rank_in_b = xp.arange(n_if, dtype=np.int64) - _exclusive_cumsum(xp, below)[b[by_b]]
+        interface_entry[by_b, 1] = adj_offsets[b[by_b]] + rank_in_b
+        adj_col[interface_entry[:, 0]] = b
+        adj_col[interface_entry[:, 1]] = a
+    block_start, row_width = _block_starts(xp, adj_offsets, element_dofs[adj_col])
+    return adj_offsets, adj_col, block_start, row_width, diag_entry, interface_entry
+
+
+def _block_starts(xp, adj_offsets, width) -> tuple:
+    """Each entry's column offset in its row (the widths before it) and each row's width."""
+    running = _exclusive_cumsum(xp, width)
+    return running[:-1] - running[adj_offsets[:-1]][segment_owner(xp, adj_offsets, len(width))], \
+        running[adj_offsets[1:]] - running[adj_offsets[:-1]]
+
+
+def blocks_by_label_on(xp, adj_offsets, adj_col, element_dofs, label):
+    """block_start with each row's blocks ordered by their column elements' labels (as ``pattern.py``)."""
+    row = segment_owner(xp, adj_offsets, len(adj_col))
+    order = xp.lexsort(xp.stack((label[adj_col], row)))  # entries row by row, by label
+    start_sorted, _ = _block_starts(xp, adj_offsets, element_dofs[adj_col[order]])
+    block_start = xp.empty_like(start_sorted)
+    block_start[order] = start_sorted
+    return block_start
+
+
+def device_sparsity_pattern(xp, mesh: PolytopicMesh, dof_offsets: np.ndarray, elements: np.ndarray | None = None,
+                            column_numbering: tuple | None = None,
+                            fill_indices: Callable[..., None] | None = None) -> SparsityPattern:
+    """:func:`~polydg.assembly.pattern.sparsity_pattern`, every array an array of ``xp`` (the device's).
+
+    Only the mesh's interfaces and the dof offsets cross to the device
+    (O(elements + interfaces)); ``elements`` and ``column_numbering`` as
+    there.  ``fill_indices(row_element, column_first, element_dofs,
+    adj_offsets, adj_col, block_start, row_base, row_start, row_width,
+    indices)`` writes the column indices; the default launches the
+    numba-cuda kernel.
+    """
+    n_el = mesh.n_elements
+    dof_offsets = xp.asarray(np.asarray(dof_offsets, dtype=np.int64))
+    element_dofs = dof_offsets[1:] - dof_offsets[:-1]
+    elements = xp.arange(n_el, dtype=np.int64) if elements is None else \
+        xp.asarray(np.asarray(elements, dtype=np.int64))
+    a = xp.asarray(np.ascontiguousarray(mesh.interface_elements[:, 0], dtype=np.int64))
+    b = xp.asarray(np.ascontiguousarray(mesh.interface_elements[:, 1], dtype=np.int64))
+    adj_offsets, adj_col, block_start, row_width, diag_entry, interface_entry = adjacency_on(
+        xp, n_el, a, b, element_dofs)
+    column_first, n_cols = dof_offsets, int(dof_offsets[-1])
+    if column_numbering is not None:
+        label, first, n_cols = column_numbering
+        column_first = xp.asarray(np.asarray(first, dtype=np.int64))
+        block_start = blocks_by_label_on(xp, adj_offsets, adj_col, element_dofs,
+                                         xp.asarray(np.asarray(label, dtype=np.int64)))
+
+    # rows of the selected elements, numbered consecutively in their order
+    sel_dofs = element_dofs[elements]
+    row_base = xp.full(n_el, -1, dtype=np.int64)
+    row_base[elements] = _exclusive_cumsum(xp, sel_dofs * row_width[elements])[:-1]
+    first_rows = _exclusive_cumsum(xp, sel_dofs)
+    row_start = xp.full(n_el, -1, dtype=np.int64)
+    row_start[elements] = first_rows[:-1]
+    n_rows = int(first_rows[-1])
+    row_element = elements[segment_owner(xp, first_rows, n_rows)]  # the element of each assembled row
+    indptr = _exclusive_cumsum(xp, row_width[row_element])
+    indices = xp.empty(int(indptr[-1]), dtype=np.int64)
+    if fill_indices is None:
+        from .cuda_kernels import fill_pattern_indices as fill_indices
+    fill_indices(row_element, column_first, element_dofs, adj_offsets, adj_col, block_start, row_base, row_start,
+                 row_width, indices)
+    return SparsityPattern(
+        n_rows=n_rows, n_cols=int(n_cols), indptr=indptr, indices=indices, row_base=row_base, row_width=row_width,
+        adj_offsets=adj_offsets, adj_col=adj_col, block_start=block_start, diag_entry=diag_entry,
+        interface_entry=interface_entry, row_start=row_start, elements=elements, element_dofs=element_dofs)
