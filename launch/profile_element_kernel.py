@@ -48,7 +48,7 @@ def _staged_kernel(dim: int):
 
     @njit(cache=True)
     def staged(stage, e_lo, e_hi, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
-               row_base, row_width, block_start, diag_entry, row_start, want_load,
+               row_base, row_width, block_start, diag_entry, row_start, want_load, want_block,
                psi, counts, iso_start, iso_rows, iso_src, iso_coef, full_start, full_rows, full_src, full_coef,
                data, rhs):  # pragma: no cover - compiled
         nbmax = table.shape[0]

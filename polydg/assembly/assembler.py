@@ -55,7 +55,8 @@ __all__ = ["APPROACHES", "PRECISIONS", "TIMING_KEYS", "AssemblyResult", "assembl
 class AssemblyResult:
     """What :func:`assemble` returns.
 
-    matrix : scipy.sparse.csr_matrix of the assembled rows (int64 indices)
+    matrix : scipy.sparse.csr_matrix of the assembled rows (int64 indices); None for the
+        load alone (``assemble(..., matrix=False)``)
     rhs : the load vector of those rows
     face_penalty : sigma_F per face of the mesh (float64)
     info : sizes (dofs, nnz, elements, ...), options, and ``timings`` in
@@ -64,7 +65,7 @@ class AssemblyResult:
         jit (compilation or cache loading, reported apart, not in the total)
     """
 
-    matrix: sp.csr_matrix
+    matrix: sp.csr_matrix | None
     rhs: np.ndarray
     face_penalty: np.ndarray
     info: dict = field(default_factory=dict)
@@ -79,7 +80,8 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
              backend: str = "numpy", elements: np.ndarray | None = None, face_penalty: np.ndarray | None = None,
              face_penalty_scale: np.ndarray | None = None, column_numbering: tuple | None = None,
              progress: Callable[[str, int, int], None] | None = None,
-             workspace: Workspace | None = None, to_host: bool = False, comm=None) -> AssemblyResult:
+             workspace: Workspace | None = None, to_host: bool = False, comm=None,
+             matrix: bool = True) -> AssemblyResult:
     """Assemble the IP-dG matrix and load vector of ``problem`` on ``space``.
 
     Parameters
@@ -130,6 +132,13 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         ``space`` is read on rank 0 only) and each rank gets a
         :class:`~polydg.distributed.DistributedAssembly` of its rows, whose
         ``gather()`` gives rank 0 this function's one-process result bit for bit
+    matrix : False assembles the load vector alone (``AssemblyResult.matrix`` is None): the
+        volume source term, the Dirichlet terms (penalty included), the inflow and Neumann terms,
+        from the same rules and the same compiled kernels, which then skip every block (no
+        interior-face pass, no CSR values, no column indices).  For repeated loads with an
+        unchanged matrix: a space-time march's slabs whose coefficients do not depend on t.
+        The default approach's load to round-off (by the row kernels whatever the ``approach``:
+        the three approaches' loads agree to round-off); CPU backend only
 
     Returns
     -------
@@ -152,7 +161,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         return assemble_distributed(space, problem, comm, approach=approach, precision=precision, penalty=penalty,
                                     penalty_kind=penalty_kind, quadrature_extra=quadrature_extra,
                                     memory_budget_mb=memory_budget_mb, backend=backend, progress=progress,
-                                    workspace=workspace)
+                                    workspace=workspace, matrix=matrix)
     approach = str(approach)
     if approach not in APPROACHES:
         raise OptionError(f"unknown approach {approach!r}; choose one of {', '.join(APPROACHES)}")
@@ -173,6 +182,8 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
                               f"got shape {face_penalty_scale.shape}")
     backend = bk.resolve_backend(backend)
     on_device = bk.is_device(backend)
+    if on_device and not matrix:
+        raise OptionError("the load alone (matrix=False) is assembled on the CPU (backend numpy) for now")
     if on_device and approach == "1":
         raise OptionError("approach '1' runs on the CPU only; on a GPU use approach 2 or atomic")
     if backend == "cupy":  # a chunk's points and coefficients must also fit the device's free memory
@@ -210,7 +221,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     plan = plan_assembly(space, problem, approach=approach, dtype=dtype, penalty=penalty, penalty_kind=penalty_kind,
                          quadrature_extra=quadrature_extra, memory_budget_mb=memory_budget_mb, elements=elements,
                          face_penalty=face_penalty, timer=timer, face_penalty_scale=face_penalty_scale,
-                         column_numbering=column_numbering, backend=backend)
+                         column_numbering=column_numbering, backend=backend, matrix=matrix)
     coefficients = Coefficients(problem, d, dtype, thread_count(), workspace)
     if on_device:  # the same plan, a second executor
         from .cuda_passes import assemble_on_device
@@ -220,9 +231,9 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         ctx = PassContext(plan, coefficients, workspace, timer, progress)
         volume_pass(plan, ctx)
         interior_face_pass(plan, ctx)
-        for mode, key in boundary_modes(problem):
+        for mode, key in boundary_modes(problem, matrix):
             boundary_face_pass(plan, ctx, mode, key)
-        matrix, rhs = ctx.matrix(), ctx.rhs
+        matrix, rhs = ctx.matrix(), ctx.rhs  # matrix None for the load alone
 
     tt = timer.t
     tt["total_kernels"] = tt["element_kernel"] + tt["interior_kernel"] + tt["boundary_kernel"] + tt["inflow_kernel"]
@@ -237,7 +248,8 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         "boundary_faces": mesh.n_boundary_faces,
         "dofs": space.n_dofs,
         "rows": plan.pattern.n_rows,
-        "nnz": int(matrix.nnz),
+        "nnz": int(matrix.nnz) if matrix is not None else 0,
+        "assembled": "matrix+load" if matrix is not None else "load",
         "degree": {"min": space.min_degree, "max": space.max_degree},
         "precision": precision,
         "backend": backend,

@@ -85,10 +85,11 @@ class Coefficients:
     def _zero(self, *shape) -> np.ndarray:
         return np.zeros((1,) + shape, self.dtype)
 
-    def volume(self, x: np.ndarray, want_load: bool):
+    def volume(self, x: np.ndarray, want_load: bool, want_block: bool = True):
+        """A, b, c and f at the volume points; without ``want_block`` (the load alone) A, b, c are zero rows."""
         p, d = self.problem, self.d
-        methods = self._A_B()
-        if p.reaction is not None:
+        methods = self._A_B() if want_block else {}
+        if want_block and p.reaction is not None:
             methods["reaction"] = p.reaction_at
         if want_load and p.source is not None:
             methods["source"] = p.source_at

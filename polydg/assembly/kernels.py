@@ -45,9 +45,10 @@ from ..threads import parallel_range, range_kernel
 from .batched import (A_ISOTROPIC, A_POINTWISE, BATCH, PAD, basis_flux_batch, basis_flux_boxes, contract,
                       contract_span, gather_face_points, gather_volume_coefficients, interior_trial_batch,
                       pad_face_batch, point_box)
-from .forms import dirichlet_point, inflow_point, interior_face_point, load_point, neumann_point, normal_flux, volume_point
-from .moments import (MOMENT_BATCH, block_from_moments, legendre_values_batch, moment_rows, pad_moment_batch,
-                      volume_moments_batch)
+from .forms import (dirichlet_load_point, dirichlet_point, inflow_load_point, inflow_point, interior_face_point,
+                    load_point, neumann_point, normal_flux, volume_point)
+from .moments import (MOMENT_BATCH, block_from_moments, legendre_values_batch, load_from_moments, moment_rows,
+                      pad_moment_batch, source_moments_batch, volume_moments_batch)
 
 DIFFUSIVE, INFLOW = 0, 1
 
@@ -153,11 +154,12 @@ def interior_face_accumulate(sign, f, r0, r1, X, W, A, B, normal, sigma, boxK, s
 
 @njit(cache=True)
 def boundary_face_accumulate(mode, f, r0, r1, X, W, A, B, GD, GN, NEU, normal, sigma, box, scale, rec, p, table,
-                             nb, An, leg, dleg, phi, grad, flux, block, vec):  # pragma: no cover - compiled
+                             nb, An, leg, dleg, phi, grad, flux, block, vec, want_block):  # pragma: no cover
     """Add the boundary terms of face f (points r0:r1) to the rows of its element.
 
     mode DIFFUSIVE: where n.A n > 0, Dirichlet SIP terms or the Neumann load;
     mode INFLOW: where b.n < 0 off the Neumann part, the upwind terms.
+    Without ``want_block`` only the load (``vec``) is added.
     """
     d = X.shape[1]
     n = normal[f]
@@ -172,7 +174,10 @@ def boundary_face_accumulate(mode, f, r0, r1, X, W, A, B, GD, GN, NEU, normal, s
                 neumann_point(W[r], phi, nb, GN[_row(r, GN)], vec)
             else:
                 normal_flux(grad, nb, An, flux)
-                dirichlet_point(W[r], phi, flux, nb, sigma[f], GD[_row(r, GD)], block, vec)
+                if want_block:
+                    dirichlet_point(W[r], phi, flux, nb, sigma[f], GD[_row(r, GD)], block, vec)
+                else:
+                    dirichlet_load_point(W[r], phi, flux, nb, sigma[f], GD[_row(r, GD)], vec)
         else:
             b = B[_row(r, B)]
             bn = b[0] * n[0]
@@ -180,7 +185,10 @@ def boundary_face_accumulate(mode, f, r0, r1, X, W, A, B, GD, GN, NEU, normal, s
                 bn += b[k] * n[k]
             if bn < 0 and not (ana > 0 and neumann):
                 eval_basis_point_scaled(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, grad)
-                inflow_point(W[r], phi, nb, bn, GD[_row(r, GD)], block, vec)
+                if want_block:
+                    inflow_point(W[r], phi, nb, bn, GD[_row(r, GD)], block, vec)
+                else:
+                    inflow_load_point(W[r], phi, nb, bn, GD[_row(r, GD)], vec)
 
 
 # --------------------------------------------------------------------------
@@ -257,19 +265,25 @@ def _face_scratch(d, nbmax, pmax, like):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
-def volume_moments(r_first, r_last, X, W, A, B, C, F, want_load, box, rec, p, psi, counts, L, xb, w, Ab, Bb, Cb, Fb,
-                   mu):  # pragma: no cover - compiled
+def volume_moments(r_first, r_last, X, W, A, B, C, F, want_load, want_block, box, rec, p, psi, counts, L, xb, w, Ab,
+                   Bb, Cb, Fb, mu):  # pragma: no cover - compiled
     """The moments of the points r_first:r_last (an element or one sub-simplex of degree p), in runs
-    of ``MOMENT_BATCH`` points; returns how the diffusion was gathered (``batched.A_*``)."""
+    of ``MOMENT_BATCH`` points; returns how the diffusion was gathered (``batched.A_*``).
+
+    Without ``want_block`` only the source's moments (|m| <= p) are formed: the load alone needs no
+    Legendre values beyond degree p and no coefficient moments."""
     mu[:, :] = 0
     a_kind = A_ISOTROPIC
     for r0 in range(r_first, r_last, MOMENT_BATCH):
         m = min(MOMENT_BATCH, r_last - r0)
         a_kind = gather_volume_coefficients(r0, m, X, W, A, B, C, F, want_load, xb, w, Ab, Bb, Cb, Fb)
         m = pad_moment_batch(m, xb, w, Ab, a_kind, Bb, Cb, Fb)
-        legendre_values_batch(xb, m, box, rec, 2 * p, L)
-        av = Ab[0, 0] if a_kind == A_ISOTROPIC else w
-        volume_moments_batch(m, L, psi, counts[p], Cb, Fb, Bb, av, Ab, a_kind == A_POINTWISE, mu)
+        legendre_values_batch(xb, m, box, rec, 2 * p if want_block else p, L)
+        if want_block:
+            av = Ab[0, 0] if a_kind == A_ISOTROPIC else w
+            volume_moments_batch(m, L, psi, counts[p], Cb, Fb, Bb, av, Ab, a_kind == A_POINTWISE, mu)
+        else:
+            source_moments_batch(m, L, psi, counts[p], Fb, mu)
     return a_kind
 
 
@@ -304,7 +318,7 @@ def _element_rows_kernel(dim: int):
 
     @range_kernel
     def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
-                     row_base, row_width, block_start, diag_entry, row_start, want_load,
+                     row_base, row_width, block_start, diag_entry, row_start, want_load, want_block,
                      psi, counts, iso_start, iso_rows, iso_src, iso_coef, full_start, full_rows, full_src, full_coef,
                      data, rhs):  # pragma: no cover - compiled
         d = dim
@@ -317,13 +331,18 @@ def _element_rows_kernel(dim: int):
                 continue
             nb, p = nbasis[e], degree[e]
             # the block's rows are far apart in memory: their loads overlap the moments' work
-            _prefetch_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], nb, nb)
+            if want_block:
+                _prefetch_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], nb, nb)
             element_box_tables(lo[e], hi[e], p, box, scale)
             a_kind = volume_moments(pts[element_offsets[e] - s_lo], pts[element_offsets[e + 1] - s_lo], X, W, A,
-                                    B, C, F, want_load, box, rec, p, psi, counts, L, xb, w, Ab, Bb, Cb, Fb, mu)
-            volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src,
-                         iso_coef, full_start, full_rows, full_src, full_coef, S, block, vec)
-            _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
+                                    B, C, F, want_load, want_block, box, rec, p, psi, counts, L, xb, w, Ab, Bb, Cb,
+                                    Fb, mu)
+            if want_block:
+                volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src,
+                             iso_coef, full_start, full_rows, full_src, full_coef, S, block, vec)
+                _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
+            else:  # the load alone (a march's slab whose matrix is kept)
+                load_from_moments(nb, mu, scale, table, S, vec)
             if want_load:
                 _add_vec(rhs, row_start[e], vec, nb)
 
@@ -339,7 +358,8 @@ def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, *args) -> None:
     An element's sub-simplices are consecutive, and so are their points: the
     element's moments are summed over them in order, in runs of
     ``MOMENT_BATCH`` points, and its diagonal block and load are formed and
-    written once.  Each task of :func:`~polydg.threads.parallel_range` takes
+    written once.  With ``want_block`` False only the load is formed (the
+    source's moments alone) and the CSR values are not touched.  Each task of :func:`~polydg.threads.parallel_range` takes
     a range of consecutive elements and allocates its work arrays once.  ``rec`` must reach
     degree 2 pmax (the moments' Legendre values).
     """
@@ -516,7 +536,7 @@ def _boundary_scratch(d, nbmax, pmax, like):  # pragma: no cover - compiled
 @range_kernel
 def _boundary_rows(e_lo, e_hi, mode, boundary_offsets, face_local, pts, X, W, A, B, GD, GN, NEU, normal, sigma,
                    lo, hi, degree, nbasis, table, rec, row_base, row_width, block_start, diag_entry, row_start,
-                   data, rhs):  # pragma: no cover - compiled
+                   data, rhs, want_block):  # pragma: no cover - compiled
     d = X.shape[1]
     pmax = _table_degree(table)
     block, vec, An, leg, dleg, phi, grad, flux, box, scale = _boundary_scratch(d, table.shape[0], pmax, data)
@@ -531,13 +551,16 @@ def _boundary_rows(e_lo, e_hi, mode, boundary_offsets, face_local, pts, X, W, A,
         for f in range(f0, f1):
             fl = face_local[f]
             boundary_face_accumulate(mode, f, pts[fl], pts[fl + 1], X, W, A, B, GD, GN, NEU, normal, sigma,
-                                     box, scale, rec, degree[e], table, nb, An, leg, dleg, phi, grad, flux, block, vec)
-        _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
+                                     box, scale, rec, degree[e], table, nb, An, leg, dleg, phi, grad, flux, block, vec,
+                                     want_block)
+        if want_block:
+            _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
         _add_vec(rhs, row_start[e], vec, nb)
 
 
 def boundary_rows(mode, e_lo, e_hi, *args) -> None:
-    """Boundary-face terms (``mode`` DIFFUSIVE or INFLOW) of the rows of elements e_lo:e_hi."""
+    """Boundary-face terms (``mode`` DIFFUSIVE or INFLOW) of the rows of elements e_lo:e_hi; the last
+    argument, ``want_block``, False for the load alone (``data`` is then not touched)."""
     parallel_range(_boundary_rows, e_lo, e_hi, mode, *args)
 
 
@@ -562,7 +585,7 @@ def _simplex_blocks_kernel(dim: int):
             nb, p = nbasis[e], degree[e]
             sl = s - s_first
             element_box_tables(lo[e], hi[e], p, box, scale)
-            a_kind = volume_moments(pts[sl], pts[sl + 1], X, W, A, B, C, F, want_load, box, rec, p, psi, counts, L,
+            a_kind = volume_moments(pts[sl], pts[sl + 1], X, W, A, B, C, F, want_load, True, box, rec, p, psi, counts, L,
                                     xb, w, Ab, Bb, Cb, Fb, mu)
             volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src,
                          iso_coef, full_start, full_rows, full_src, full_coef, S, block, vec)
@@ -659,7 +682,8 @@ def _boundary_face_blocks(t_lo, t_hi, mode, faces, face_elements, face_local, pt
         vec[:nb] = 0.0
         element_box_tables(lo[e], hi[e], degree[e], box, scale)
         boundary_face_accumulate(mode, f, pts[fl], pts[fl + 1], X, W, A, B, GD, GN, NEU, normal, sigma,
-                                 box, scale, rec, degree[e], table, nb, An, leg, dleg, phi, grad, flux, block, vec)
+                                 box, scale, rec, degree[e], table, nb, An, leg, dleg, phi, grad, flux, block, vec,
+                                 True)
         v0 = vals_offsets[t]
         for i in range(nb):
             for j in range(nb):

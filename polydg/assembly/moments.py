@@ -329,6 +329,26 @@ def volume_moments_batch(n, L, psi, counts, c, f, b, av, A, a_pointwise, mu):  #
             mu[AV_ROW, m] += sa
 
 
+@njit(cache=True, fastmath=_FAST)
+def source_moments_batch(n, L, psi, counts, f, mu):  # pragma: no cover - compiled
+    """Add one run's moments of the weighted source alone, mu[F_ROW, m] for the load's ``counts[3]``
+    moments: the load without the block (a slab whose matrix is kept).  The same sums, point by point,
+    as :func:`volume_moments_batch` forms for f, so the two loads agree to round-off."""
+    d = L.shape[0]
+    if d == 2 or d == 3:
+        _row_moments(n, L, psi, 0, counts[3], f, mu, F_ROW)
+        return
+    zero = L.dtype.type(0)
+    for m in range(counts[3]):  # any d (4 in 3D + 1): the product over directions in a loop
+        s = zero
+        for q in range(n):
+            v = L[0, psi[m, 0], q]
+            for k in range(1, d):
+                v *= L[k, psi[m, k], q]
+            s += f[q] * v
+        mu[F_ROW, m] += s
+
+
 # The three passes below share one design: each pass over a run's points
 # takes several moments (two when all 5-6 rows are summed, three for c and b,
 # four for one row), so that a point's coefficients are loaded once for all
@@ -571,11 +591,7 @@ def block_from_moments(p, nb, counts, mu, mus, a_kind, A, box, scale, table, row
             for m in range(n_a):
                 mus[ar + k * d + l, m] = h * mu[src_row, m]
     flat = mus.ravel()
-    for i in range(nb):
-        s = scale[0, table[i, 0]]
-        for k in range(1, d):
-            s *= scale[k, table[i, k]]
-        S[i] = s
+    load_from_moments(nb, mu, scale, table, S, vec)
     # each block entry's few terms summed in a register (measured 1.2-1.6x faster than scattering
     # every term into an array of nb^2 sums, the larger gain at p = 3 in 3D)
     zero = mu.dtype.type(0)
@@ -586,4 +602,16 @@ def block_from_moments(p, nb, counts, mu, mus, a_kind, A, box, scale, table, row
             for e in range(rows[p, t], rows[p, t + 1]):
                 s += coef[e] * flat[src[e]]
             block[i, j] = S[i] * S[j] * s
-        vec[i] = S[i] * mu[F_ROW, i]
+
+
+@njit(cache=True, inline="always")
+def load_from_moments(nb, mu, scale, table, S, vec):  # pragma: no cover - compiled
+    """vec[i] = S_i mu_f[i], the load int f phi_i of one element, with S_i = prod_k scale[k, table[i, k]]
+    its basis functions' scales (left in ``S`` for the block)."""
+    d = scale.shape[0]
+    for i in range(nb):
+        s = scale[0, table[i, 0]]
+        for k in range(1, d):
+            s *= scale[k, table[i, k]]
+        S[i] = s
+        vec[i] = s * mu[F_ROW, i]

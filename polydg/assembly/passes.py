@@ -39,8 +39,9 @@ class PassContext:
         self.plan, self.coefficients, self.workspace, self.timer = plan, coefficients, workspace, timer
         self.progress = progress
         t = time.perf_counter()
-        # the value array (Approach 1 builds its own from the COO triplets)
-        self.data = plan.pattern.zeroed_values(plan.dtype) if plan.approach != "1" else np.zeros(0, plan.dtype)
+        # the value array (Approach 1 builds its own from the COO triplets; a load alone needs none)
+        with_values = plan.matrix and plan.approach != "1"
+        self.data = plan.pattern.zeroed_values(plan.dtype) if with_values else np.zeros(0, plan.dtype)
         timer.add("values", t)
         self.rhs = np.zeros(plan.pattern.n_rows, dtype=plan.dtype)
         self.coo: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -78,9 +79,12 @@ class PassContext:
         self.timer.add("quadrature_points", t)
         return batch, X, W
 
-    def matrix(self) -> sp.csr_matrix:
-        """The assembled rows as CSR with int64 indices (Approach 1: SciPy's conversion of the triplets)."""
+    def matrix(self) -> sp.csr_matrix | None:
+        """The assembled rows as CSR with int64 indices (Approach 1: SciPy's conversion of the triplets);
+        None when the plan is the load alone."""
         plan, pattern = self.plan, self.plan.pattern
+        if plan.load_only:
+            return None
         shape = (pattern.n_rows, pattern.n_cols)
         if plan.approach == "1":
             t = time.perf_counter()
@@ -105,7 +109,8 @@ class PassContext:
 
 
 def volume_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
-    """Volume terms and load of every chunk's elements."""
+    """Volume terms and load of every chunk's elements (the load alone, by the row kernel, for a
+    load-only plan, whatever the approach: the loads of the three agree to round-off)."""
     mesh, space, timer = plan.mesh, plan.space, ctx.timer
     degree, nbasis, pattern = space.degree, space.element_dofs, plan.pattern
     tables = (plan.lo, plan.hi, degree, nbasis, plan.table, plan.rec)
@@ -118,12 +123,12 @@ def volume_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
                                workspace=ctx.workspace)
         X, W = ctx.points(batch)
         t = timer.add("quadrature_points", t)
-        A, B, C, F = ctx.coefficients.volume(batch.x, want_load=True)
+        A, B, C, F = ctx.coefficients.volume(batch.x, want_load=True, want_block=plan.matrix)
         timer.add("coefficients", t)
-        if plan.approach == "2":
+        if plan.approach == "2" or plan.load_only:
             args = (mesh.element_offsets, s_lo, batch.offsets, X, W, A, B, C, F, *tables,
                     pattern.row_base, pattern.row_width, pattern.block_start, pattern.diag_entry,
-                    pattern.row_start, True, *plan.moments, ctx.data, ctx.rhs)
+                    pattern.row_start, True, plan.matrix, *plan.moments, ctx.data, ctx.rhs)
             ctx.warm("element", lambda: K.element_rows(e_lo, e_lo, *args))
             t = time.perf_counter()
             K.element_rows(e_lo, e_hi, *args)
@@ -152,8 +157,8 @@ def volume_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
 
 
 def interior_face_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
-    """Interior-face terms: by element rows (Approach 2) or face by face (the others)."""
-    if plan.mesh.n_interior_faces:
+    """Interior-face terms: by element rows (Approach 2) or face by face (the others); none in the load."""
+    if plan.mesh.n_interior_faces and plan.matrix:
         (_interior_rows_pass if plan.approach == "2" else _interior_entities_pass)(plan, ctx)
 
 
@@ -238,12 +243,16 @@ def _interior_entities_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
 # boundary faces
 
 
-def boundary_modes(problem) -> list[tuple[int, str]]:
-    """The boundary passes a problem needs, with their timing rows: diffusive (Dirichlet / Neumann) and inflow."""
+def boundary_modes(problem, matrix: bool = True) -> list[tuple[int, str]]:
+    """The boundary passes a problem needs, with their timing rows: diffusive (Dirichlet / Neumann) and inflow.
+
+    For the load alone (``matrix=False``) a pass without boundary data (no g_D, and for the diffusive
+    pass no g_N) would add only zeros, and is left out.
+    """
     modes = []
-    if problem.has_diffusion:
+    if problem.has_diffusion and (matrix or problem.dirichlet is not None or problem.neumann is not None):
         modes.append((K.DIFFUSIVE, "boundary_kernel"))
-    if problem.has_advection:
+    if problem.has_advection and (matrix or problem.dirichlet is not None):
         modes.append((K.INFLOW, "inflow_kernel"))
     return modes
 
@@ -263,11 +272,11 @@ def boundary_face_pass(plan: AssemblyPlan, ctx: PassContext, mode: int, key: str
         normals = np.repeat(mesh.face_normal[faces], np.diff(batch.offsets), axis=0)
         A, B, GD, GN, NEU = ctx.coefficients.boundary(batch.x, normals)
         timer.add("coefficients", t)
-        if plan.approach == "2":
+        if plan.approach == "2" or plan.load_only:
             args = (plan.boundary_offsets, ctx.face_local, batch.offsets, X, W, A, B, GD, GN, NEU, plan.normal,
                     plan.sigma, plan.lo, plan.hi, space.degree, nbasis, plan.table, plan.rec, pattern.row_base,
                     pattern.row_width, pattern.block_start, pattern.diag_entry, pattern.row_start,
-                    ctx.data, ctx.rhs)
+                    ctx.data, ctx.rhs, plan.matrix)
             ctx.warm(f"boundary{mode}", lambda: K.boundary_rows(mode, e_lo, e_lo, *args))
             t = time.perf_counter()
             K.boundary_rows(mode, e_lo, e_hi, *args)

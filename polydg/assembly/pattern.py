@@ -170,9 +170,13 @@ def compile_pattern_kernels() -> None:
 
 def sparsity_pattern(
     mesh: PolytopicMesh, dof_offsets: np.ndarray, elements: np.ndarray | None = None,
-    column_numbering: tuple[np.ndarray, np.ndarray, int] | None = None,
+    column_numbering: tuple[np.ndarray, np.ndarray, int] | None = None, rows_only: bool = False,
 ) -> SparsityPattern:
     """Sparsity pattern of the rows of ``elements`` (default: all, in order).
+
+    With ``rows_only`` the column ``indices`` are not written (an empty
+    array): what a load vector needs (``row_start``, ``n_rows``) without the
+    nnz-sized work of the matrix.
 
     ``elements`` is an increasing array of element ids (the rows of one rank);
     their rows are numbered consecutively, in that order.  Columns are global:
@@ -214,9 +218,10 @@ def sparsity_pattern(
     n_rows = int(element_dofs[elements].sum())
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(np.repeat(row_width[elements], element_dofs[elements]), out=indptr[1:])
-    indices = np.empty(int(indptr[-1]), dtype=np.int64)
-    parallel_range(_fill_indices, 0, len(elements), elements, column_first, element_dofs, adj_offsets, adj_col,
-                   block_start, row_base, row_width, indices)
+    indices = np.empty(0 if rows_only else int(indptr[-1]), dtype=np.int64)
+    if not rows_only:
+        parallel_range(_fill_indices, 0, len(elements), elements, column_first, element_dofs, adj_offsets, adj_col,
+                       block_start, row_base, row_width, indices)
     return SparsityPattern(
         n_rows=n_rows,
         n_cols=int(n_cols),

@@ -59,6 +59,12 @@ class AssemblyPlan:
     q_uniform: int | None
     face_q: np.ndarray
     chunks: list[tuple[int, int]]
+    matrix: bool = True
+
+    @property
+    def load_only(self) -> bool:
+        """Whether the passes form the load vector alone (``assemble(..., matrix=False)``)."""
+        return not self.matrix
 
     @property
     def mesh(self):
@@ -72,12 +78,15 @@ class AssemblyPlan:
 def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penalty_kind: str,
                   quadrature_extra: int, memory_budget_mb: float, elements: np.ndarray, timer: Timer,
                   face_penalty: np.ndarray | None = None, column_numbering: tuple | None = None,
-                  face_penalty_scale: np.ndarray | None = None, backend: str = "numpy") -> AssemblyPlan:
+                  face_penalty_scale: np.ndarray | None = None, backend: str = "numpy",
+                  matrix: bool = True) -> AssemblyPlan:
     """The plan of one assembly; the pattern's time goes to ``indices``, the penalty's to ``penalty``.
 
     With a device ``backend`` (cupy, or the simulator's) the pattern and
     ``adj_interface`` are built on the device (``device_pattern.py``), the
     rest of the plan on the host as always.
+
+    ``matrix=False`` plans the load vector alone: the pattern's rows without its column indices.
 
     ``face_penalty`` (sigma_F per face), when given, is used as it is;
     ``face_penalty_scale`` (n_faces,), when given, multiplies each face's penalty;
@@ -100,7 +109,7 @@ def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penal
 
         pattern = device_sparsity_pattern(xp, mesh, space.dof_offsets, elements, column_numbering)
     else:
-        pattern = sparsity_pattern(mesh, space.dof_offsets, elements, column_numbering)
+        pattern = sparsity_pattern(mesh, space.dof_offsets, elements, column_numbering, rows_only=not matrix)
     t = timer.add("indices", t)
     adj_interface = xp.full(len(pattern.adj_col), -1, dtype=np.int64)
     adj_interface[pattern.interface_entry[:, 0]] = xp.arange(mesh.n_interfaces, dtype=np.int64)
@@ -128,7 +137,7 @@ def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penal
         q_element=q_element,
         q_uniform=int(default_degree(rule_degree[0], quadrature_extra)) if space.min_degree == space.max_degree
         else None,
-        face_q=face_q, chunks=element_chunks(mesh, q_element, face_q, memory_budget_mb, elements))
+        face_q=face_q, chunks=element_chunks(mesh, q_element, face_q, memory_budget_mb, elements), matrix=matrix)
 
 
 def face_rule_degrees(degree: np.ndarray, face_elements: np.ndarray, extra: int) -> np.ndarray:
