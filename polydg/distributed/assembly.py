@@ -39,7 +39,7 @@ class DistributedAssembly:
 
     matrix : scipy.sparse.csr_matrix, the rank's rows ``row_range`` of the
         matrix in the rank numbering (rows and columns; int64 indices): the
-        PETSc MPIAIJ layout
+        PETSc MPIAIJ layout; None for the load alone (``matrix=False``)
     rhs : the load vector of those rows
     row_range : (first, last + 1) of the rows, rank numbering
     dofs : the single-process number of each of the rank's rows
@@ -70,20 +70,21 @@ class DistributedAssembly:
         if comm.Get_rank() != root:
             return None
         t = time.perf_counter()
-        stacked = sp.vstack([piece[0] for piece in pieces], format="csr")
         rhs_rank = np.concatenate([piece[1] for piece in pieces])
         sigma = np.zeros(self.info["faces"])
         for piece in pieces:  # a face on a partition boundary comes from both ranks, with the same value
             sigma[piece[3]] = piece[2]
         n = self.info["dofs"]
         single = self._single_of_rank
-        matrix = relabel_columns(stacked, single, n)
         order = np.empty(n, dtype=np.int64)
         order[single] = np.arange(n)  # the rank-numbered row of each single-process dof
-        matrix = matrix[order]
-        matrix.indices = matrix.indices.astype(np.int64)
-        matrix.indptr = matrix.indptr.astype(np.int64)
-        matrix.has_sorted_indices = True
+        matrix = None  # the load alone (matrix=False) has none
+        if self.matrix is not None:
+            stacked = sp.vstack([piece[0] for piece in pieces], format="csr")
+            matrix = relabel_columns(stacked, single, n)[order]
+            matrix.indices = matrix.indices.astype(np.int64)
+            matrix.indptr = matrix.indptr.astype(np.int64)
+            matrix.has_sorted_indices = True
         info = dict(self.info, gather_seconds=time.perf_counter() - t)
         info["rank_timings"], info["timings"] = info["timings"], info["timings_max"]  # the critical path
         return AssemblyResult(matrix, rhs_rank[order], sigma, info)
@@ -221,8 +222,8 @@ def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = Non
         result = assemble(local_space, problem, elements=part.submesh.owned, face_penalty=sigma,
                           penalty=penalty, penalty_kind=penalty_kind, quadrature_extra=quadrature_extra,
                           column_numbering=columns, **options)
-        matrix = result.matrix
-        if not direct:
+        matrix = result.matrix  # None for the load alone (matrix=False)
+        if not direct and matrix is not None:
             t = time.perf_counter()
             matrix = relabel_columns(matrix, part.dof_map(local_space, rank_numbering=True), part.n_dofs)
             result.info["timings"]["indices"] += time.perf_counter() - t
@@ -236,8 +237,9 @@ def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = Non
                 owned_elements=int(len(part.submesh.owned)), halo_elements=int(len(part.submesh.halo)),
                 timings=timings, device=device["device"], device_index=device["device_index"])
     info["work"] = float(element_work(local_space, quadrature_extra)[part.submesh.owned].sum())
-    per_rank = comm.gather({"timings": timings, "nnz": int(matrix.nnz), "elements": info["owned_elements"],
-                            "halo": info["halo_elements"], "rows": int(matrix.shape[0]), "work": info["work"],
+    per_rank = comm.gather({"timings": timings, "nnz": int(matrix.nnz) if matrix is not None else 0,
+                            "elements": info["owned_elements"], "halo": info["halo_elements"],
+                            "rows": int(len(result.rhs)), "work": info["work"],
                              "device": device["device"], "device_index": device["device_index"],
                              "node_rank": device["node_rank"]},
                            root=root)

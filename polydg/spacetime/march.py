@@ -17,6 +17,15 @@ What is reused from slab to slab:
   time); otherwise the new matrix is compared with the factorised one
   (same pattern, values equal to 1e-13 relative), which catches callables
   that do not depend on t;
+* the matrix when A, b, c and the Neumann mask do not depend on t
+  (:mod:`~polydg.spacetime.time_dependence`): a slab of the same length
+  then assembles its load alone (``assemble(..., matrix=False)``: the
+  source, Dirichlet and Neumann terms, no block) and keeps the matrix and
+  its factorisation.  Known for constants; for callables detected per slab
+  by their values at the slab's quadrature points, compared bitwise (by a
+  digest) with those of the slab whose matrix is kept; or stated by the
+  caller with ``coefficients_free_of_t``.  paper-2d1 (a = 1, c = 1, f and
+  g_D depending on t) assembles its matrix once;
 * the whole assembly (matrix and load) when nothing in it depends on t:
   slabs of equal length then differ only by a shift in time, so the slab
   is assembled once and each later slab computes only its bottom load
@@ -24,16 +33,16 @@ What is reused from slab to slab:
   That is known when every coefficient and datum (A, b, c, f, g_D, g_N and
   the Neumann mask) is a constant, and stated by the caller with
   ``autonomous=True`` for callables free of t; ``autonomous=False`` asks
-  for an assembly per slab.  ``info["reused_assemblies"]`` counts the
-  slabs that reused it.
+  for an assembly per slab.
 
-When only f, g_D or g_N depend on t the matrix is still the same: each slab
-is assembled again (the load needs the kernels' pass over the points) and
-the factorisation is kept.
+``info["assembled_per_slab"]`` says what each slab assembled: "matrix+load",
+"load" (the kept matrix) or "none" (the kept assembly); ``info`` counts them
+as ``matrix_assemblies``, ``load_assemblies`` and ``reused_assemblies``.
 
 With a GPU backend (``backend="cupy"``) the slabs' matrices, loads, bottom
 trace and solves stay on the device (:class:`~polydg.spacetime.device.DeviceSlabs`);
-the last slab's solution is copied to the host once, at the end.
+the last slab's solution is copied to the host once, at the end (each slab
+assembles its matrix there: the load alone is assembled on the CPU).
 """
 
 from __future__ import annotations
@@ -58,6 +67,7 @@ from ..space import DGSpace
 from .device import REUSE_TOL, DeviceSlabs
 from .problem import check_space_time, initial_values, slab_problem
 from .slab import check_local_steps, shifted_slab, slab_mesh, step_offsets
+from .time_dependence import CoefficientFingerprint, load_data_constant, matrix_coefficients_constant
 from .trace import l2_error_at, l2_error_squared_over_slab, time_plane_rule, trace_load, trace_values
 
 #: extra quadrature degree for the initial value and the errors (non-polynomial data)
@@ -144,10 +154,55 @@ class _Factorisation:
                    "seconds": time.perf_counter() - start}
 
 
+#: what a slab assembled (``info["assembled_per_slab"]``)
+MATRIX_AND_LOAD, LOAD_ONLY, NOTHING = "matrix+load", "load", "none"
+
+
+class _KeptMatrix:
+    """The slab matrix kept from slab to slab, and whether the next slab may keep it.
+
+    A slab of the same length keeps it when the coefficients it reads (A, b,
+    c, the Neumann mask) are free of t: constants, the caller's word
+    (``free_of_t=True``), or, for callables, the same
+    :class:`~polydg.spacetime.time_dependence.CoefficientFingerprint` as
+    the slab that assembled it.
+    """
+
+    def __init__(self, problem: Problem, free_of_t: bool | None, quadrature_extra: int, on_host: bool):
+        self.constant = matrix_coefficients_constant(problem)
+        self.free_of_t = free_of_t
+        self.fingerprint = CoefficientFingerprint(problem, quadrature_extra)
+        self.on_host = on_host  # the load alone is assembled on the CPU
+        self.assembly = None  # the AssemblyResult whose matrix is kept
+        self.digest: bytes | None = None
+
+    def _detect(self) -> bool:
+        return self.free_of_t is None and not self.constant
+
+    def keeps(self, same_length: bool, space: DGSpace, slab: Problem) -> bool:
+        """Whether this slab (of ``space``, problem ``slab``) keeps the matrix and assembles its load alone."""
+        if self.assembly is None or not same_length or not self.on_host or self.free_of_t is False:
+            return False
+        if not self._detect():
+            return True
+        return self.fingerprint(space, slab) == self.digest
+
+    def keep(self, assembly, space: DGSpace, slab: Problem) -> None:
+        """Keep the matrix of ``assembly`` (this slab's full assembly)."""
+        self.assembly = assembly
+        self.digest = self.fingerprint(space, slab) if self._detect() and self.on_host else None
+
+    def with_load(self, load) -> Any:
+        """The kept matrix with this slab's ``load`` (an AssemblyResult of ``assemble(..., matrix=False)``)."""
+        kept = self.assembly
+        return dataclasses.replace(load, matrix=kept.matrix, face_penalty=kept.face_penalty,
+                                   info=dict(load.info, nnz=int(kept.matrix.nnz)))
+
+
 def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.ndarray,
           time_nodes: Any = None, *, n_slabs: int | None = None, final_time: float | None = None,
           method: str = "direct", space_time_basis: str = "P", local_steps: int | np.ndarray | None = None,
-          autonomous: bool | None = None, compute_errors: bool = True,
+          autonomous: bool | None = None, coefficients_free_of_t: bool | None = None, compute_errors: bool = True,
           progress: Callable[[str], None] | None = None, assembler: Callable | None = None,
           **assemble_options: Any) -> MarchResult:
     """Solve a space-time problem slab by slab; returns a :class:`MarchResult`.
@@ -174,6 +229,14 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         equal-length slabs reuse the assembled matrix and load: None (the
         default) when every one is a constant, True on the caller's word
         (callables free of t), False never
+    coefficients_free_of_t : whether A, b, c and the Neumann mask are free
+        of t, so that equal-length slabs keep the matrix (and its
+        factorisation) and assemble their load alone: None (the default)
+        when they are constants, or, for callables, detected slab by slab
+        (their values at the quadrature points of the matrix, compared
+        bitwise with the kept matrix's slab; see
+        :mod:`~polydg.spacetime.time_dependence`); True on the caller's
+        word; False never (a matrix per slab)
     compute_errors : L2 at t_N and L2(0, T; L2) when the problem has ``exact``
     progress : called with one line per slab
     assembler : ``assembler(space, (t0, t1), **options)`` returns the slab's
@@ -211,13 +274,12 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     factorisation = _Factorisation()
     workspace = Workspace()
     with_errors = compute_errors and problem.exact is not None
-    # the slab matrix depends on t only through these: constants make equal-length slabs' matrices equal
-    constant_coefficients = not any(callable(getattr(problem, k)) for k in
-                                    ("diffusion", "advection", "reaction", "is_neumann"))
-    if autonomous is None:  # and the load too: nothing of the slab problem depends on t
-        autonomous = constant_coefficients and not any(callable(getattr(problem, k)) for k in
-                                                       ("source", "dirichlet", "neumann"))
     backend = bk.resolve_backend(assemble_options.get("backend", "numpy"))
+    # the slab matrix depends on t only through A, b, c and the Neumann mask (time_dependence.py)
+    kept = _KeptMatrix(problem, coefficients_free_of_t, int(assemble_options.get("quadrature_extra", 0)),
+                       on_host=not bk.is_device(backend))
+    if autonomous is None:  # and the load too: nothing of the slab problem depends on t
+        autonomous = kept.constant and load_data_constant(problem)
     device = DeviceSlabs(backend, problem, rule, bottom_rule, top_rule, offsets, pmax + 2, with_errors) \
         if bk.is_device(backend) and assembler is None else None  # the slabs' state kept on the device
 
@@ -227,7 +289,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     previous: tuple[DGSpace, np.ndarray, float] | None = None
     timings: list[dict] = []
     l2_l2 = 0.0
-    reused_assemblies = 0
+    assembled_per_slab: list[str] = []
     solve_info: dict = {}
     for n in range(1, len(nodes)):
         t0, t1 = float(nodes[n - 1]), float(nodes[n])
@@ -246,18 +308,22 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         t_mesh = time.perf_counter() - start
 
         if autonomous and assembled is not None and same_length:
-            result = assembled
+            result, what = assembled, NOTHING
             stage = {"total_assembly": 0.0}
-            reused_assemblies += 1
         else:
-            if assembler is None:
-                result = assemble(space, slab, workspace=workspace, face_penalty_scale=penalty_scale,
-                                  to_host=device is None, **assemble_options)  # solved where it is
-            else:  # e.g. every MPI rank assembling its rows (polydg.distributed.spacetime)
-                result = assembler(space, (t0, t1), workspace=workspace, face_penalty_scale=penalty_scale,
-                                   **assemble_options)
-            stage = dict(result.info["timings"])
+            t = time.perf_counter()
+            load_only = kept.keeps(same_length, space, slab)
+            t_check = time.perf_counter() - t
+            result = _assemble_slab(space, slab, (t0, t1), load_only, kept, assembler, workspace, penalty_scale,
+                                    device is None, assemble_options)
+            what = LOAD_ONLY if load_only else MATRIX_AND_LOAD
+            stage = dict(result.info["timings"], time_dependence=t_check)
+            if not load_only:
+                t = time.perf_counter()
+                kept.keep(result, space, slab)
+                stage["time_dependence"] += time.perf_counter() - t
             assembled = result
+        assembled_per_slab.append(what)
         matrix, rhs = result.matrix, result.rhs
 
         t = time.perf_counter()
@@ -271,12 +337,12 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
             load = rhs + trace_load(space, bottom_rule, t0, bottom)
         stage["trace"] = time.perf_counter() - t
 
+        unchanged = what != MATRIX_AND_LOAD or (kept.constant and same_length)
         if device is not None:
-            u, solve_info = device.solve(matrix, load, method, constant_coefficients and same_length,
-                                         constant_coefficients)
+            u, solve_info = device.solve(matrix, load, method, unchanged, kept.constant)
             device.carry(u)
         elif method == "direct":
-            u, solve_info = factorisation.solve(matrix, load, constant_coefficients and same_length)
+            u, solve_info = factorisation.solve(matrix, load, unchanged)
         else:
             u, solve_info = solve(matrix, load, method, space=space)
         stage["solve"] = solve_info["seconds"]
@@ -292,9 +358,9 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         timings.append(stage)
         previous = (space, u, t1)
         if progress is not None:
-            reuse = " (factorisation reused)" if solve_info.get("reused_factorisation") else ""
+            reuse = ", factorisation reused" if solve_info.get("reused_factorisation") else ""
             progress(f"slab {n}/{len(nodes) - 1} ({t0:.4g}, {t1:.4g}): {space.n_dofs:,} dofs, "
-                     f"{stage['slab']:.3f} s{reuse}")
+                     f"{stage['slab']:.3f} s (assembled: {what}{reuse})")
 
     space, u, t_final = previous
     result_errors = None
@@ -307,10 +373,29 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
             "local_steps": None if steps is None else {"min": int(steps.min()), "max": int(steps.max()),
                                                        "elements_per_slab": int(offsets[-1])},
             "factorisations": (device.factorisation if device is not None else factorisation).count,
-            "reused_assemblies": reused_assemblies,
-            "autonomous": bool(autonomous),
+            "assembled_per_slab": assembled_per_slab,
+            "matrix_assemblies": assembled_per_slab.count(MATRIX_AND_LOAD),
+            "load_assemblies": assembled_per_slab.count(LOAD_ONLY),
+            "reused_assemblies": assembled_per_slab.count(NOTHING), "autonomous": bool(autonomous),
             "solver": {k: v for k, v in solve_info.items() if isinstance(v, (int, float, str, bool))}}
     return MarchResult(u, space, nodes, timings, result_errors, info, result)
 
 
-__all__ = ["MarchResult", "march", "uniform_time_nodes", "REUSE_TOL"]
+def _assemble_slab(space: DGSpace, slab: Problem, interval: tuple[float, float], load_only: bool,
+                   kept: _KeptMatrix, assembler: Callable | None, workspace: Workspace,
+                   penalty_scale: np.ndarray | None, to_host: bool, options: dict) -> Any:
+    """The slab's AssemblyResult: matrix and load, or (``load_only``) the load with the kept matrix;
+    ``to_host`` False keeps a GPU assembly on the device."""
+    if assembler is not None:  # e.g. every MPI rank assembling its rows (polydg.distributed.spacetime)
+        result = assembler(space, interval, workspace=workspace, face_penalty_scale=penalty_scale,
+                           **(dict(options, matrix=False) if load_only else options))
+    elif load_only:  # the kept matrix's penalty (its face scale included) serves the Dirichlet load
+        result = assemble(space, slab, workspace=workspace, face_penalty=kept.assembly.face_penalty,
+                          matrix=False, **options)
+    else:
+        result = assemble(space, slab, workspace=workspace, face_penalty_scale=penalty_scale, to_host=to_host,
+                          **options)  # solved where it is
+    return kept.with_load(result) if load_only else result
+
+
+__all__ = ["MarchResult", "march", "uniform_time_nodes", "REUSE_TOL", "MATRIX_AND_LOAD", "LOAD_ONLY", "NOTHING"]
