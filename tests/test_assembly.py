@@ -106,6 +106,11 @@ def test_three_reductions_give_the_same_matrix(problem_name):
         diff = abs(results[a].matrix - ref.matrix).max()
         assert diff <= 1e-13 * scale, (a, diff)
         assert np.allclose(results[a].rhs, ref.rhs, rtol=0, atol=1e-13 * np.abs(ref.rhs).max())
+    # the load alone (matrix=False), by any approach: the same load, no matrix
+    for a in ("2", "atomic", "1"):
+        load = assemble(space, problem, approach=a, matrix=False)
+        assert load.matrix is None and load.info["assembled"] == "load"
+        assert np.allclose(load.rhs, ref.rhs, rtol=0, atol=1e-13 * np.abs(ref.rhs).max()), a
     # and the same sparsity pattern
     for a in ("atomic", "1"):
         m = results[a].matrix

@@ -220,15 +220,16 @@ def test_iterative_and_direct_marches_agree(space_mesh):
     np.testing.assert_allclose(iterative.solution, direct.solution, rtol=1e-7, atol=1e-9)
 
 
-@pytest.mark.parametrize("reaction, factorisations", [
-    (1.0, 1),                               # constant: known to be the same matrix
-    (lambda y: 1.0 + y[:, 0], 1),           # a callable free of t: found to be the same matrix
-    (lambda y: 1.0 + y[:, 2], 3),           # depends on t: a new matrix per slab
+@pytest.mark.parametrize("reaction, factorisations, assembled", [
+    (1.0, 1, "none"),                          # constant: known to be the same matrix (and load)
+    (lambda y: 1.0 + y[:, 0], 1, "load"),      # a callable free of t: found to be the same matrix
+    (lambda y: 1.0 + y[:, 2], 3, "matrix+load"),  # depends on t: a new matrix per slab
 ])
-def test_the_factorisation_is_reused_while_the_matrix_is_unchanged(space_mesh, reaction, factorisations):
+def test_the_factorisation_is_reused_while_the_matrix_is_unchanged(space_mesh, reaction, factorisations, assembled):
     problem = Problem("r", diffusion=1.0, reaction=reaction, source=1.0, space_time=True, initial=0.0)
     result = march(space_mesh, problem, 1, n_slabs=3, final_time=0.3)
     assert result.info["factorisations"] == factorisations
+    assert result.info["assembled_per_slab"] == ["matrix+load"] + [assembled] * 2
 
 
 def test_march_refuses_bad_time_input(space_mesh):
@@ -263,6 +264,9 @@ def test_cli_marches_and_writes_the_slab_keys(tmp_path):
     for key in ("total_assembly", "solve", "trace", "slab"):
         assert key in s["timings_all_slabs"] and key in s["timings_per_slab"][0]
     assert set(s["errors"]) == {"l2", "l2_l2"} and s["errors"]["l2"] < 0.1
+    # paper-2d1's a and c are constants: the matrix of slab 1 is kept, slabs 2 and 3 assemble their load
+    assert s["assembled_per_slab"] == ["matrix+load", "load", "load"] and s["table_slab"] == 1
+    assert "(assembled: load, factorisation reused)" in r.stderr and "the load alone in 2" in r.stdout
 
 
 @pytest.mark.parametrize("args, message", [
@@ -625,7 +629,57 @@ def test_a_march_assembles_once_when_nothing_depends_on_t(space_mesh, local_step
     moving = march(space_mesh, varying, 1, n_slabs=4, final_time=0.4, local_steps=local_steps)
     assert not moving.info["autonomous"] and moving.info["reused_assemblies"] == 0
     assert moving.info["factorisations"] == 1
+    assert moving.info["assembled_per_slab"] == ["matrix+load"] + ["load"] * 3
     assert np.abs(moving.solution - reused.solution).max() > 1e-3
+
+
+def _moving_data(y):
+    """Data depending on x and t (a source, g_D, g_N)."""
+    return np.sin(2.0 * y[:, 0] + y[:, 1]) * (1.0 + 3.0 * y[:, 2]) + y[:, 2] ** 2
+
+
+#: the load's every term, with data depending on t: source and Dirichlet data on the diffusive
+#: boundary with a Neumann part (diffusion), source and inflow data (pure transport)
+LOAD_CASES = {
+    "diffusion": dict(diffusion=1.0, advection=[0.3, -0.2], reaction=1.0, source=_moving_data,
+                      dirichlet=_moving_data, is_neumann=lambda x, n: n[:, 0] > 0.5,
+                      neumann=lambda x, n: _moving_data(x) * n[:, 0]),
+    "transport": dict(advection=[1.0, 0.5], reaction=1.0, source=_moving_data, dirichlet=_moving_data),
+}
+
+
+@pytest.mark.parametrize("basis, local_steps", [("P", None), ("PQ", [1, 2, 1, 3, 2, 1, 1, 2])])
+@pytest.mark.parametrize("case", sorted(LOAD_CASES))
+def test_the_load_alone_is_the_full_assemblys_load(space_mesh, basis, local_steps, case):
+    from polydg.assembly import assemble
+    from polydg.space import DGSpace
+
+    problem = Problem(case, space_time=True, initial=0.0, **LOAD_CASES[case])
+    mesh = shifted_slab(slab_mesh(space_mesh, 0.0, 0.25, local_steps), 0.5)  # the slab (0.5, 0.75)
+    scale = None if local_steps is None else (np.abs(mesh.face_normal[:, -1]) != 1.0).astype(float)
+    space = DGSpace(mesh, 1, basis)
+    slab = slab_problem(problem, 2, 0.5, 0.75)
+    full = assemble(space, slab, face_penalty_scale=scale)
+    load = assemble(space, slab, face_penalty=full.face_penalty, matrix=False)
+    assert load.matrix is None and load.info["assembled"] == "load"
+    assert np.abs(full.rhs).max() > 1.0
+    np.testing.assert_allclose(load.rhs, full.rhs, rtol=0, atol=1e-13 * np.abs(full.rhs).max())
+
+
+@pytest.mark.parametrize("basis, local_steps", [("P", None), ("PQ", [1, 2, 1, 3, 2, 1, 1, 2])])
+def test_a_march_with_the_load_alone_is_the_march_reassembling_every_slab(space_mesh, basis, local_steps):
+    problem = builtin_problem("paper-2d1")
+    options = dict(n_slabs=3, final_time=0.3, space_time_basis=basis, local_steps=local_steps)
+    kept = march(space_mesh, problem, 1, **options)
+    every = march(space_mesh, problem, 1, coefficients_free_of_t=False, **options)
+    # paper-2d1's a = 1, c = 1: its matrix assembled once, then the load alone
+    assert kept.info["assembled_per_slab"] == ["matrix+load", "load", "load"]
+    assert kept.info["matrix_assemblies"] == 1 and kept.info["load_assemblies"] == 2
+    assert every.info["assembled_per_slab"] == ["matrix+load"] * 3
+    assert all(t["interior_kernel"] == 0.0 for t in kept.timings[1:])
+    np.testing.assert_allclose(kept.solution, every.solution, rtol=0, atol=1e-12 * np.abs(every.solution).max())
+    for key in ("l2", "l2_l2"):
+        assert kept.errors[key] == pytest.approx(every.errors[key], rel=1e-12)
 
 
 # ---------------------------------------------------------------------------
