@@ -764,6 +764,7 @@ def test_3d1_polynomials_of_degree_p_are_reproduced(cube_mesh, degree, u, parts,
     result = march(cube_mesh, _polynomial_problem_3d1(kind, u, parts), degree, n_slabs=2, final_time=0.5,
                    space_time_basis=basis)
     assert result.space.mesh.dim == 4
+    assert result.info["assembled_per_slab"] == ["matrix+load", "load"]  # constant coefficients, f of t
     assert result.errors["l2"] / _relative_l2_at(cube_mesh, u, 0.5, 2) < 1e-9 and result.errors["l2_l2"] < 1e-9
 
 
@@ -866,4 +867,6 @@ def test_cli_3d1_marches_with_local_steps(tmp_path):
     assert s["local_steps"] == {"min": 1, "max": 2, "elements_per_slab": s["elements"]} and 4 < s["elements"] < 8
     assert len(s["timings_per_slab"]) == 2 and "total_assembly" in s["timings_all_slabs"]
     assert set(s["errors"]) == {"l2", "l2_l2"} and s["errors"]["l2"] < 0.2
+    # w and c are callables free of t: found so at slab 2's quadrature points, which assembles its load alone
+    assert s["assembled_per_slab"] == ["matrix+load", "load"]
     assert (tmp_path / "out" / "solution.vtu").exists()  # the last slab's top plane, as tetrahedra
