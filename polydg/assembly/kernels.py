@@ -550,6 +550,8 @@ def _boundary_rows(e_lo, e_hi, mode, boundary_offsets, face_local, pts, X, W, A,
         element_box_tables(lo[e], hi[e], degree[e], box, scale)
         for f in range(f0, f1):
             fl = face_local[f]
+            if fl < 0:  # a face left out: its terms vanish (passes.contributing_boundary_faces)
+                continue
             boundary_face_accumulate(mode, f, pts[fl], pts[fl + 1], X, W, A, B, GD, GN, NEU, normal, sigma,
                                      box, scale, rec, degree[e], table, nb, An, leg, dleg, phi, grad, flux, block, vec,
                                      want_block)

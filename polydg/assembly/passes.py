@@ -257,15 +257,39 @@ def boundary_modes(problem, matrix: bool = True) -> list[tuple[int, str]]:
     return modes
 
 
+def contributing_boundary_faces(plan: AssemblyPlan, mode: int) -> np.ndarray | None:
+    """(n_boundary_faces,) bool: the boundary faces where ``mode``'s terms can be non-zero; None for all.
+
+    With a constant A the diffusive terms need n.A n > 0, and with a constant b the inflow terms need
+    b.n < 0 (``kernels.boundary_face_accumulate``): a face where every product A_kl n_l is zero, or
+    every b_k n_k is >= 0, adds nothing in any precision, and is left out before its points are made.
+    A space-time slab's top face (and, for the diffusive terms, its bottom face) is such a face: they
+    are half of a 2D + 1 slab's boundary points.
+    """
+    problem, mesh = plan.problem, plan.mesh
+    normal = mesh.face_normal[mesh.n_interior_faces:]
+    if mode == K.DIFFUSIVE and problem.is_constant("diffusion"):
+        A = np.asarray(problem.diffusion_at(mesh.points[:1]), dtype=np.float64)[0]
+        return ~np.all(A[None, :, :] * normal[:, None, :] == 0.0, axis=(1, 2))
+    if mode == K.INFLOW and problem.is_constant("advection"):
+        b = np.asarray(problem.advection_at(mesh.points[:1]), dtype=np.float64)[0]
+        return ~np.all(b[None, :] * normal >= 0.0, axis=1)
+    return None
+
+
 def boundary_face_pass(plan: AssemblyPlan, ctx: PassContext, mode: int, key: str) -> None:
-    """Boundary terms of one ``mode`` (``kernels.DIFFUSIVE`` or ``INFLOW``), timed as ``key``."""
+    """Boundary terms of one ``mode`` (``kernels.DIFFUSIVE`` or ``INFLOW``), timed as ``key``, on the faces
+    where they can be non-zero (:func:`contributing_boundary_faces`)."""
     mesh, space, pattern, timer = plan.mesh, plan.space, plan.pattern, ctx.timer
     nbasis = space.element_dofs
+    contributing = contributing_boundary_faces(plan, mode)
     for ci, (e_lo, e_hi) in enumerate(plan.chunks):
         f0, f1 = int(plan.boundary_offsets[e_lo]), int(plan.boundary_offsets[e_hi])
-        if f0 == f1:
-            continue
         faces = np.arange(f0, f1, dtype=np.int64)
+        if contributing is not None:
+            faces = faces[contributing[f0 - mesh.n_interior_faces:f1 - mesh.n_interior_faces]]
+        if len(faces) == 0:
+            continue
         ctx.face_local[faces] = np.arange(len(faces))
         batch, X, W = ctx.face_points(faces)
         t = time.perf_counter()
