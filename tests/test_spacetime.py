@@ -660,10 +660,14 @@ def test_the_load_alone_is_the_full_assemblys_load(space_mesh, basis, local_step
     space = DGSpace(mesh, 1, basis)
     slab = slab_problem(problem, 2, 0.5, 0.75)
     full = assemble(space, slab, face_penalty_scale=scale)
-    load = assemble(space, slab, face_penalty=full.face_penalty, matrix=False)
-    assert load.matrix is None and load.info["assembled"] == "load"
     assert np.abs(full.rhs).max() > 1.0
-    np.testing.assert_allclose(load.rhs, full.rhs, rtol=0, atol=1e-13 * np.abs(full.rhs).max())
+    off_bottom = mesh.face_normal[:, -1] != -1.0  # the march's: g_D is 0 on the bottom face
+    for faces in (None, off_bottom):
+        load = assemble(space, slab, face_penalty=full.face_penalty, matrix=False, load_boundary_faces=faces)
+        assert load.matrix is None and load.info["assembled"] == "load"
+        np.testing.assert_allclose(load.rhs, full.rhs, rtol=0, atol=1e-13 * np.abs(full.rhs).max())
+    with pytest.raises(OptionError, match="load_boundary_faces is for the load alone"):
+        assemble(space, slab, load_boundary_faces=off_bottom)
 
 
 @pytest.mark.parametrize("basis, local_steps", [("P", None), ("PQ", [1, 2, 1, 3, 2, 1, 1, 2])])

@@ -81,7 +81,7 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
              face_penalty_scale: np.ndarray | None = None, column_numbering: tuple | None = None,
              progress: Callable[[str, int, int], None] | None = None,
              workspace: Workspace | None = None, to_host: bool = False, comm=None,
-             matrix: bool = True) -> AssemblyResult:
+             matrix: bool = True, load_boundary_faces: np.ndarray | None = None) -> AssemblyResult:
     """Assemble the IP-dG matrix and load vector of ``problem`` on ``space``.
 
     Parameters
@@ -139,6 +139,9 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         unchanged matrix: a space-time march's slabs whose coefficients do not depend on t.
         The default approach's load to round-off (by the row kernels whatever the ``approach``:
         the three approaches' loads agree to round-off); CPU backend only
+    load_boundary_faces : with ``matrix=False``, (n_faces,) bool: the boundary faces whose
+        terms the caller wants in the load (default all).  A space-time slab leaves out its
+        bottom face: its inflow value is the previous slab's trace, a load of its own
 
     Returns
     -------
@@ -182,6 +185,11 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
                               f"got shape {face_penalty_scale.shape}")
     backend = bk.resolve_backend(backend)
     on_device = bk.is_device(backend)
+    if load_boundary_faces is not None:
+        load_boundary_faces = np.asarray(load_boundary_faces, dtype=bool)
+        if matrix or load_boundary_faces.shape != (space.mesh.n_faces,):
+            raise OptionError(f"load_boundary_faces is for the load alone (matrix=False), one bool per face "
+                              f"({space.mesh.n_faces}); got shape {load_boundary_faces.shape}")
     if on_device and not matrix:
         raise OptionError("the load alone (matrix=False) is assembled on the CPU (backend numpy) for now")
     if on_device and approach == "1":
@@ -221,7 +229,8 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     plan = plan_assembly(space, problem, approach=approach, dtype=dtype, penalty=penalty, penalty_kind=penalty_kind,
                          quadrature_extra=quadrature_extra, memory_budget_mb=memory_budget_mb, elements=elements,
                          face_penalty=face_penalty, timer=timer, face_penalty_scale=face_penalty_scale,
-                         column_numbering=column_numbering, backend=backend, matrix=matrix)
+                         column_numbering=column_numbering, backend=backend, matrix=matrix,
+                         load_boundary_faces=load_boundary_faces)
     coefficients = Coefficients(problem, d, dtype, thread_count(), workspace)
     if on_device:  # the same plan, a second executor
         from .cuda_passes import assemble_on_device

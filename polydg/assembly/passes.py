@@ -264,17 +264,22 @@ def contributing_boundary_faces(plan: AssemblyPlan, mode: int) -> np.ndarray | N
     b.n < 0 (``kernels.boundary_face_accumulate``): a face where every product A_kl n_l is zero, or
     every b_k n_k is >= 0, adds nothing in any precision, and is left out before its points are made.
     A space-time slab's top face (and, for the diffusive terms, its bottom face) is such a face: they
-    are half of a 2D + 1 slab's boundary points.
+    are half of a 2D + 1 slab's boundary points.  The load alone keeps only the plan's
+    ``load_boundary_faces`` when it has them.
     """
     problem, mesh = plan.problem, plan.mesh
-    normal = mesh.face_normal[mesh.n_interior_faces:]
+    n_int = mesh.n_interior_faces
+    normal = mesh.face_normal[n_int:]
+    faces = None if plan.load_boundary_faces is None else plan.load_boundary_faces[n_int:]
     if mode == K.DIFFUSIVE and problem.is_constant("diffusion"):
         A = np.asarray(problem.diffusion_at(mesh.points[:1]), dtype=np.float64)[0]
-        return ~np.all(A[None, :, :] * normal[:, None, :] == 0.0, axis=(1, 2))
+        vanish = np.all(A[None, :, :] * normal[:, None, :] == 0.0, axis=(1, 2))
+        faces = ~vanish if faces is None else faces & ~vanish
     if mode == K.INFLOW and problem.is_constant("advection"):
         b = np.asarray(problem.advection_at(mesh.points[:1]), dtype=np.float64)[0]
-        return ~np.all(b[None, :] * normal >= 0.0, axis=1)
-    return None
+        vanish = np.all(b[None, :] * normal >= 0.0, axis=1)
+        faces = ~vanish if faces is None else faces & ~vanish
+    return faces
 
 
 def boundary_face_pass(plan: AssemblyPlan, ctx: PassContext, mode: int, key: str) -> None:

@@ -60,6 +60,7 @@ class AssemblyPlan:
     face_q: np.ndarray
     chunks: list[tuple[int, int]]
     matrix: bool = True
+    load_boundary_faces: np.ndarray | None = None  # (n_faces,) bool, the load alone: its boundary faces
 
     @property
     def load_only(self) -> bool:
@@ -79,14 +80,15 @@ def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penal
                   quadrature_extra: int, memory_budget_mb: float, elements: np.ndarray, timer: Timer,
                   face_penalty: np.ndarray | None = None, column_numbering: tuple | None = None,
                   face_penalty_scale: np.ndarray | None = None, backend: str = "numpy",
-                  matrix: bool = True) -> AssemblyPlan:
+                  matrix: bool = True, load_boundary_faces: np.ndarray | None = None) -> AssemblyPlan:
     """The plan of one assembly; the pattern's time goes to ``indices``, the penalty's to ``penalty``.
 
     With a device ``backend`` (cupy, or the simulator's) the pattern and
     ``adj_interface`` are built on the device (``device_pattern.py``), the
     rest of the plan on the host as always.
 
-    ``matrix=False`` plans the load vector alone: the pattern's rows without its column indices.
+    ``matrix=False`` plans the load vector alone: the pattern's rows without its column indices
+    (and, with ``load_boundary_faces``, the boundary terms of those faces only).
 
     ``face_penalty`` (sigma_F per face), when given, is used as it is;
     ``face_penalty_scale`` (n_faces,), when given, multiplies each face's penalty;
@@ -137,7 +139,8 @@ def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penal
         q_element=q_element,
         q_uniform=int(default_degree(rule_degree[0], quadrature_extra)) if space.min_degree == space.max_degree
         else None,
-        face_q=face_q, chunks=element_chunks(mesh, q_element, face_q, memory_budget_mb, elements), matrix=matrix)
+        face_q=face_q, chunks=element_chunks(mesh, q_element, face_q, memory_budget_mb, elements), matrix=matrix,
+        load_boundary_faces=load_boundary_faces)
 
 
 def face_rule_degrees(degree: np.ndarray, face_elements: np.ndarray, extra: int) -> np.ndarray:

@@ -390,8 +390,9 @@ def _assemble_slab(space: DGSpace, slab: Problem, interval: tuple[float, float],
         result = assembler(space, interval, workspace=workspace, face_penalty_scale=penalty_scale,
                            **(dict(options, matrix=False) if load_only else options))
     elif load_only:  # the kept matrix's penalty (its face scale included) serves the Dirichlet load
+        off_bottom = space.mesh.face_normal[:, -1] != -1.0  # the bottom's inflow value is the trace load
         result = assemble(space, slab, workspace=workspace, face_penalty=kept.assembly.face_penalty,
-                          matrix=False, **options)
+                          matrix=False, load_boundary_faces=off_bottom, **options)
     else:
         result = assemble(space, slab, workspace=workspace, face_penalty_scale=penalty_scale, to_host=to_host,
                           **options)  # solved where it is
