@@ -359,8 +359,9 @@ def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, *args) -> None:
     element's moments are summed over them in order, in runs of
     ``MOMENT_BATCH`` points, and its diagonal block and load are formed and
     written once.  With ``want_block`` False only the load is formed (the
-    source's moments alone) and the CSR values are not touched.  Each task of :func:`~polydg.threads.parallel_range` takes
-    a range of consecutive elements and allocates its work arrays once.  ``rec`` must reach
+    source's moments alone) and the CSR values are not touched.  Each task
+    of :func:`~polydg.threads.parallel_range` takes a range of consecutive
+    elements and allocates its work arrays once.  ``rec`` must reach
     degree 2 pmax (the moments' Legendre values).
     """
     _check_moment_arguments(args[9], args[10])
@@ -587,8 +588,8 @@ def _simplex_blocks_kernel(dim: int):
             nb, p = nbasis[e], degree[e]
             sl = s - s_first
             element_box_tables(lo[e], hi[e], p, box, scale)
-            a_kind = volume_moments(pts[sl], pts[sl + 1], X, W, A, B, C, F, want_load, True, box, rec, p, psi, counts, L,
-                                    xb, w, Ab, Bb, Cb, Fb, mu)
+            a_kind = volume_moments(pts[sl], pts[sl + 1], X, W, A, B, C, F, want_load, True, box, rec, p, psi,
+                                    counts, L, xb, w, Ab, Bb, Cb, Fb, mu)
             volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src,
                          iso_coef, full_start, full_rows, full_src, full_coef, S, block, vec)
             v0 = vals_offsets[sl]

@@ -3,9 +3,9 @@
 Rank 0 runs :func:`polydg.spacetime.march` as on one process (slab meshes,
 bottom loads, solves, errors); at each slab it asks the other ranks to
 assemble with it: matrix and load, or, when the march keeps the matrix,
-the load alone (``matrix=False`` in the options: each rank its rows).  They wait in :func:`follow_march` for each request: the
-slab's time interval and options, then :func:`assemble_distributed` and the
-gather.  The partition of the first slab is kept for all slabs (every slab
+the load alone (``matrix=False`` in the options: each rank its rows).
+They wait in :func:`follow_march` for each request: the slab's time
+interval and options, then :func:`assemble_distributed` and the gather.  The partition of the first slab is kept for all slabs (every slab
 has the same elements).
 """
 
