@@ -46,8 +46,8 @@ def _moment_block(X, W, A, B, C, F, lo, hi, p, table, rec, tabs):  # pragma: no 
     L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S = K._moment_scratch(d, nb, p, tabs.psi.shape[0], X)
     box, scale = np.empty((d, 2), dt), np.empty((d, p + 1), dt)
     element_box_tables(lo, hi, p, box, scale)
-    a_kind = K.volume_moments(0, X.shape[0], X, W, A, B, C, F, True, box, rec, p, tabs.psi, tabs.counts, L, xb, w, Ab,
-                              Bb, Cb, Fb, mu)
+    a_kind = K.volume_moments(0, X.shape[0], X, W, A, B, C, F, True, True, box, rec, p, tabs.psi, tabs.counts, L, xb,
+                              w, Ab, Bb, Cb, Fb, mu)
     psi, counts, iso_start, iso_rows, iso_src, iso_coef, full_start, full_rows, full_src, full_coef = tabs
     K.volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src, iso_coef,
                    full_start, full_rows, full_src, full_coef, S, block, vec)
