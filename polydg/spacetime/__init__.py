@@ -9,6 +9,8 @@ One concept per module:
   A = diag(a, 0), b = (w, 1);
 * :mod:`~polydg.spacetime.trace`: quadrature on a time plane: the bottom
   load carrying the previous slab's solution, errors at a fixed time;
+* :mod:`~polydg.spacetime.time_dependence`: whether a slab's matrix depends
+  on t (else the march keeps it and assembles the load alone);
 * :mod:`~polydg.spacetime.march`: :func:`march`, slab after slab;
 * :mod:`~polydg.spacetime.device`: what the march keeps on the device with
   a GPU backend (slab matrices, loads, the bottom trace, the solves).

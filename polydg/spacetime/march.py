@@ -41,8 +41,8 @@ as ``matrix_assemblies``, ``load_assemblies`` and ``reused_assemblies``.
 
 With a GPU backend (``backend="cupy"``) the slabs' matrices, loads, bottom
 trace and solves stay on the device (:class:`~polydg.spacetime.device.DeviceSlabs`);
-the last slab's solution is copied to the host once, at the end (each slab
-assembles its matrix there: the load alone is assembled on the CPU).
+the last slab's solution is copied to the host once, at the end; there every
+slab assembles its matrix and load (the load alone is a CPU path for now).
 """
 
 from __future__ import annotations
@@ -83,6 +83,8 @@ class MarchResult:
     time_nodes : (N + 1,) t_0 < ... < t_N
     timings : one dict per slab: the assembly's timings plus ``mesh``,
         ``trace`` (bottom load), ``solve``, ``errors``, ``slab`` (all of it)
+        and ``time_dependence`` (deciding whether the matrix is kept: the
+        digest of callable coefficients, 0 for constants)
     errors : ``{"l2": ||u - u_h||_{L2} at t_N, "l2_l2": ||u - u_h||_{L2(0,T;L2)}}``
         when the problem has an exact solution, else None
     info : dofs per slab, factorisations, reused assemblies, solver
