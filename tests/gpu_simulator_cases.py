@@ -203,7 +203,7 @@ def main(out: str) -> int:
 def _marches() -> dict[str, np.ndarray]:
     """Each march case on the simulator's backend, with the types of what its slabs kept on the device."""
     from polydg.spacetime import march
-    from polydg.spacetime.device import DeviceSlabs
+    from polydg.spacetime.slab_state import SlabState as DeviceSlabs
 
     arrays, kept = {}, set()
     solve, carry = DeviceSlabs.solve, DeviceSlabs.carry

@@ -217,7 +217,7 @@ def test_cupy_march_keeps_its_state_on_the_device(name, monkeypatch):
     import cupy
 
     from polydg.spacetime import march
-    from polydg.spacetime.device import DeviceSlabs
+    from polydg.spacetime.slab_state import SlabState as DeviceSlabs
 
     kept = []
     carry = DeviceSlabs.carry

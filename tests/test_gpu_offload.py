@@ -9,10 +9,6 @@ parts have tests that are skipped, with the reason, where no GPU is present.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 

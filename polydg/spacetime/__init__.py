@@ -12,8 +12,9 @@ One concept per module:
 * :mod:`~polydg.spacetime.time_dependence`: whether a slab's matrix depends
   on t (else the march keeps it and assembles the load alone);
 * :mod:`~polydg.spacetime.march`: :func:`march`, slab after slab;
-* :mod:`~polydg.spacetime.device`: what the march keeps on the device with
-  a GPU backend (slab matrices, loads, the bottom trace, the solves).
+* :mod:`~polydg.spacetime.slab_state`: what the march carries from slab to
+  slab (the top trace, the bottom-load and error tables, the factorisation),
+  on the host or, with a GPU backend, on the device.
 
 2D + 1 and 3D + 1 with the total-degree space P_p (the default) or PQ_p
 (degree p in t times total degree p in x: :func:`polydg.basis.pq_multi_indices`,
@@ -26,8 +27,8 @@ assembly (never for 2D or 3D runs).
 from .march import MarchResult, march, uniform_time_nodes
 from .problem import check_space_time, initial_values, slab_problem
 from .slab import prism_simplices, prism_tetrahedra, random_local_steps, shifted_slab, slab_mesh, step_offsets
-from .trace import TimePlaneRule, l2_error_at, time_plane_rule, trace_load, trace_values
+from .trace import TimePlaneRule, l2_error_at, time_plane_rule, trace_values
 
 __all__ = ["MarchResult", "march", "uniform_time_nodes", "check_space_time", "initial_values", "slab_problem",
            "prism_simplices", "prism_tetrahedra", "random_local_steps", "shifted_slab", "slab_mesh", "step_offsets", "TimePlaneRule", "l2_error_at", "time_plane_rule",
-           "trace_load", "trace_values"]
+           "trace_values"]

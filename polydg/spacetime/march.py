@@ -39,10 +39,13 @@ What is reused from slab to slab:
 "load" (the kept matrix) or "none" (the kept assembly); ``info`` counts them
 as ``matrix_assemblies``, ``load_assemblies`` and ``reused_assemblies``.
 
-With a GPU backend (``backend="cupy"``) the slabs' matrices, loads, bottom
-trace and solves stay on the device (:class:`~polydg.spacetime.device.DeviceSlabs`);
-the last slab's solution is copied to the host once, at the end; there every
-slab assembles its matrix and load (the load alone is a CPU path for now).
+What the march carries from slab to slab (the trace at the top, the
+tables of the bottom load and the errors, the factorisation) is a
+:class:`~polydg.spacetime.slab_state.SlabState`, in the backend's arrays:
+with a GPU backend (``backend="cupy"``) the slabs' matrices, loads, bottom
+trace and solves stay on the device and the last slab's solution is copied
+to the host once, at the end; there every slab assembles its matrix and load
+(the load alone is a CPU path for now).
 """
 
 from __future__ import annotations
@@ -53,8 +56,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 
 from .. import backend as bk
 from ..assembly import Workspace, assemble
@@ -62,13 +63,12 @@ from ..basis import BASES
 from ..errors import OptionError
 from ..mesh.polytopic import PolytopicMesh
 from ..problem import Problem, as_problem
-from ..solve import SolverError, solve
 from ..space import DGSpace
-from .device import REUSE_TOL, DeviceSlabs
-from .problem import check_space_time, initial_values, slab_problem
+from .slab_state import REUSE_TOL, SlabState
+from .problem import check_space_time, slab_problem
 from .slab import check_local_steps, shifted_slab, slab_mesh, step_offsets
 from .time_dependence import CoefficientFingerprint, load_data_constant, matrix_coefficients_constant
-from .trace import l2_error_at, l2_error_squared_over_slab, time_plane_rule, trace_load, trace_values
+from .trace import time_plane_rule
 
 #: extra quadrature degree for the initial value and the errors (non-polynomial data)
 TRACE_EXTRA = 2
@@ -120,40 +120,6 @@ def _check_nodes(time_nodes: Any) -> np.ndarray:
     if len(nodes) < 2 or not np.isfinite(nodes).all() or not (np.diff(nodes) > 0).all():
         raise OptionError("time nodes must be at least two finite, strictly increasing times")
     return nodes
-
-
-class _Factorisation:
-    """A sparse LU kept while the matrix does not change (direct solves)."""
-
-    def __init__(self) -> None:
-        self.matrix: sp.csr_matrix | None = None
-        self.lu: Any = None
-        self.count = 0
-
-    def unchanged(self, A: sp.csr_matrix) -> bool:
-        B = self.matrix
-        if B is None or B.shape != A.shape or B.nnz != A.nnz:
-            return False
-        if not (np.array_equal(B.indptr, A.indptr) and np.array_equal(B.indices, A.indices)):
-            return False
-        scale = float(np.abs(B.data).max(initial=0.0))
-        return float(np.abs(A.data - B.data).max(initial=0.0)) <= REUSE_TOL * scale
-
-    def solve(self, A: sp.csr_matrix, b: np.ndarray, known_unchanged: bool = False) -> tuple[np.ndarray, dict]:
-        """Solve A x = b, factorising A unless it is (``known_unchanged``, or found) the factorised matrix."""
-        start = time.perf_counter()
-        reused = self.lu is not None and (known_unchanged or self.unchanged(A))
-        if not reused:
-            try:
-                self.lu = spla.splu(A.tocsc())
-            except RuntimeError as exc:
-                raise SolverError(f"direct solve failed: {exc} (is the matrix singular?)") from exc
-            self.matrix, self.count = A, self.count + 1
-        x = self.lu.solve(b)
-        if not np.isfinite(x).all():
-            raise SolverError("direct solve produced non-finite values (singular matrix?)")
-        return x, {"method": "direct", "solver": "splu", "reused_factorisation": reused,
-                   "seconds": time.perf_counter() - start}
 
 
 #: what a slab assembled (``info["assembled_per_slab"]``)
@@ -273,7 +239,6 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     bottom_rule = dataclasses.replace(rule, elements=offsets[:-1][rule.elements])
     top_rule = dataclasses.replace(rule, elements=offsets[1:][rule.elements] - 1)
     penalty_scale = None  # the faces between an element's steps: no normal diffusion, so no penalty
-    factorisation = _Factorisation()
     workspace = Workspace()
     with_errors = compute_errors and problem.exact is not None
     backend = bk.resolve_backend(assemble_options.get("backend", "numpy"))
@@ -282,8 +247,9 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
                        on_host=not bk.is_device(backend))
     if autonomous is None:  # and the load too: nothing of the slab problem depends on t
         autonomous = kept.constant and load_data_constant(problem)
-    device = DeviceSlabs(backend, problem, rule, bottom_rule, top_rule, offsets, pmax + 2, with_errors) \
-        if bk.is_device(backend) and assembler is None else None  # the slabs' state kept on the device
+    on_device = bk.is_device(backend) and assembler is None  # (ranks' assemblies come to rank 0's host)
+    state = SlabState(backend if on_device else "numpy", problem, rule, bottom_rule, top_rule, offsets, pmax + 2,
+                      with_errors)
 
     base: PolytopicMesh | None = None  # the slab mesh of the current slab length, at base_t0
     base_t0 = base_tau = 0.0
@@ -305,8 +271,8 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         mesh = base if t0 == base_t0 else shifted_slab(base, t0 - base_t0)
         space = DGSpace(mesh, degree, space_time_basis)
         slab = slab_problem(problem, d, t0, t1)
-        if device is not None and not same_length:
-            device.tabulate(space, t0, t1)
+        if not same_length:
+            state.tabulate(space, t0, t1)
         t_mesh = time.perf_counter() - start
 
         if autonomous and assembled is not None and same_length:
@@ -317,7 +283,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
             load_only = kept.keeps(same_length, space, slab)
             t_check = time.perf_counter() - t
             result = _assemble_slab(space, slab, (t0, t1), load_only, kept, assembler, workspace, penalty_scale,
-                                    device is None, assemble_options)
+                                    not on_device, assemble_options)
             what = LOAD_ONLY if load_only else MATRIX_AND_LOAD
             stage = dict(result.info["timings"], time_dependence=t_check)
             if not load_only:
@@ -329,32 +295,18 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         matrix, rhs = result.matrix, result.rhs
 
         t = time.perf_counter()
-        if device is not None:
-            load = device.load(rhs)  # rhs + the bottom term of the carried trace, on the device
-        else:
-            if previous is None:
-                bottom = initial_values(problem, rule.x)
-            else:
-                bottom = trace_values(previous[0], previous[1], top_rule, t0)
-            load = rhs + trace_load(space, bottom_rule, t0, bottom)
+        load = state.load(rhs)  # rhs + the bottom term of the carried trace (u_0 on the first slab)
         stage["trace"] = time.perf_counter() - t
 
         unchanged = what != MATRIX_AND_LOAD or (kept.constant and same_length)
-        if device is not None:
-            u, solve_info = device.solve(matrix, load, method, unchanged, kept.constant)
-            device.carry(u)
-        elif method == "direct":
-            u, solve_info = factorisation.solve(matrix, load, unchanged)
-        else:
-            u, solve_info = solve(matrix, load, method, space=space)
+        u, solve_info = state.solve(matrix, load, method, unchanged, kept.constant)
+        state.carry(u)
         stage["solve"] = solve_info["seconds"]
         stage["mesh"] = t_mesh
 
         t = time.perf_counter()
-        if with_errors and device is not None:
-            l2_l2 += device.error_squared_over_slab(u, t0, t1)
-        elif with_errors:  # on prisms: the spatial rule times Gauss in t (exact in t to degree 2 pmax + 3)
-            l2_l2 += l2_error_squared_over_slab(space, u, rule, offsets, t0, t1, problem.exact, pmax + 2)
+        if with_errors:  # on prisms: the spatial rule times Gauss in t (exact in t to degree 2 pmax + 3)
+            l2_l2 += state.error_squared_over_slab(u, t0, t1)
         stage["errors"] = time.perf_counter() - t
         stage["slab"] = time.perf_counter() - start - stage.get("jit", 0.0)
         timings.append(stage)
@@ -367,14 +319,12 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     space, u, t_final = previous
     result_errors = None
     if with_errors:
-        result_errors = {"l2": device.error_at_top(t_final) if device is not None else
-                         l2_error_at(space, u, top_rule, t_final, problem.exact), "l2_l2": float(np.sqrt(l2_l2))}
-    if device is not None:
-        u = bk.to_host(u)  # the one copy of the march's state to the host
+        result_errors = {"l2": state.error_at_top(t_final), "l2_l2": float(np.sqrt(l2_l2))}
+    u = bk.to_host(u)  # on a GPU the one copy of the march's state to the host
     info = {"slabs": len(nodes) - 1, "dofs_per_slab": space.n_dofs, "nnz_per_slab": int(matrix.nnz),
             "local_steps": None if steps is None else {"min": int(steps.min()), "max": int(steps.max()),
                                                        "elements_per_slab": int(offsets[-1])},
-            "factorisations": (device.factorisation if device is not None else factorisation).count,
+            "factorisations": state.factorisation.count,
             "assembled_per_slab": assembled_per_slab,
             "matrix_assemblies": assembled_per_slab.count(MATRIX_AND_LOAD),
             "load_assemblies": assembled_per_slab.count(LOAD_ONLY),

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..backend import array_namespace
 from ..errors import ProblemError
 from ..problem import Problem
 
@@ -138,23 +139,25 @@ def slab_problem(problem: Problem, d: int, t0: float, t1: float) -> Problem:
     )
 
 
-def initial_values(problem: Problem, x: np.ndarray) -> np.ndarray:
-    """u_0 at spatial points x (n, d): (n,), checked."""
+def initial_values(problem: Problem, x: Any, evaluate: Callable[[Any], Any] | None = None) -> Any:
+    """u_0 at spatial points x (n, d): (n,), checked; in x's array namespace when ``evaluate`` (x -> values,
+    e.g. on the device) is given, else NumPy."""
     u0: Callable[..., Any] | Any = problem.initial
     n = len(x)
+    xp = array_namespace(x)
     if not callable(u0):
-        return np.full(n, 0.0 if u0 is None else float(np.asarray(u0, dtype=np.float64)))
+        return xp.full(n, 0.0 if u0 is None else float(np.asarray(u0, dtype=np.float64)))
     try:
-        value = np.asarray(u0(x), dtype=np.float64)
+        value = np.asarray(u0(x), dtype=np.float64) if evaluate is None else evaluate(x)
     except ProblemError:
         raise
     except Exception as exc:
         raise ProblemError(f"problem {problem.name!r}: initial raised {type(exc).__name__} at {n} points: "
                            f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
-    if value.shape != (n,):
-        raise ProblemError(f"problem {problem.name!r}: initial returned shape {value.shape} for {n} spatial points, "
-                           f"expected ({n},)")
-    if not np.isfinite(value).all():
+    if tuple(value.shape) != (n,):
+        raise ProblemError(f"problem {problem.name!r}: initial returned shape {tuple(value.shape)} for {n} "
+                           f"spatial points, expected ({n},)")
+    if not bool(array_namespace(value).isfinite(value).all()):
         raise ProblemError(f"problem {problem.name!r}: initial returned non-finite values")
     return value
 

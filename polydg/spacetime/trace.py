@@ -10,7 +10,9 @@ of element K of slab n is the top of element K of slab n-1 (slab meshes
 share their element numbering), so u_{n-1} is evaluated in the same element
 with no point location; the integral uses a rule on K's spatial
 sub-triangles.  The same rule gives L2 errors at a fixed time, and times
-a Gauss rule in t, over a slab.
+a Gauss rule in t (:func:`prism_points`), over a slab.  The march computes
+the bottom load and the errors as sparse products with the basis tabulated
+at these points (:mod:`~polydg.spacetime.slab_state`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..basis import tabulate
 from ..mesh.polytopic import PolytopicMesh
 from ..quadrature import simplex_rule
 from ..solve import evaluate
@@ -52,22 +53,6 @@ def trace_values(space: DGSpace, solution: np.ndarray, rule: TimePlaneRule, t: f
     return evaluate(space, solution, rule.at(t), rule.elements)
 
 
-def trace_load(space: DGSpace, rule: TimePlaneRule, t: float, values: np.ndarray) -> np.ndarray:
-    """(n_dofs,) ``int_Omega g(x) phi_i(x, t) dx`` for g given by its ``values`` at the rule's points."""
-    mesh = space.mesh
-    y = rule.at(t)
-    weighted = rule.weights * values
-    load = np.zeros(space.n_dofs)
-    degree = space.degree[rule.elements]
-    for p in np.unique(degree):  # one tabulation per degree present
-        rows = np.flatnonzero(degree == p)
-        e = rule.elements[rows]
-        phi = tabulate(y[rows], mesh.bbox_min[e], mesh.bbox_max[e], int(p), space.basis)
-        index = space.dof_offsets[e][:, None] + np.arange(phi.shape[1])
-        load += np.bincount(index.ravel(), weights=(phi * weighted[rows, None]).ravel(), minlength=space.n_dofs)
-    return load
-
-
 def prism_points(rule: TimePlaneRule, offsets: np.ndarray, n_time: int) -> tuple[np.ndarray, ...]:
     """The rule on time planes times ``n_time`` Gauss points in each local step: a row per (point, step,
     node), as (point, step, node, m, g, gw): the plane point, its element's step, the Gauss node, the
@@ -82,24 +67,6 @@ def prism_points(rule: TimePlaneRule, offsets: np.ndarray, n_time: int) -> tuple
     return point, step, node, steps[point], g, gw
 
 
-def l2_error_squared_over_slab(space: DGSpace, solution: np.ndarray, rule: TimePlaneRule, offsets: np.ndarray,
-                               t0: float, t1: float, exact, n_time: int) -> float:
-    """||u - u_h||^2 over the slab Omega x (t0, t1): the rule on time planes times ``n_time`` Gauss points in t.
-
-    The rule's elements are spatial; element K's steps are the slab elements
-    ``offsets[K]:offsets[K + 1]`` (equal steps of (t0, t1)), each with its own
-    Gauss points.  A prism rule (simplex rule x line rule) needs far fewer
-    points than a rule on the slab's tetrahedra of the same exactness.
-    """
-    point, step, node, m, g, gw = prism_points(rule, offsets, n_time)
-    tau = t1 - t0
-    t = t0 + tau * (step + 0.5 * (g[node] + 1.0)) / m
-    y = np.column_stack([rule.x[point], t])
-    weight = rule.weights[point] * gw[node] * (0.5 * tau / m)
-    e = np.asarray(exact(y), dtype=np.float64) - evaluate(space, solution, y, offsets[rule.elements[point]] + step)
-    return float(weight @ e**2)
-
-
 def l2_error_at(space: DGSpace, solution: np.ndarray, rule: TimePlaneRule, t: float, exact) -> float:
     """||u(., t) - u_h(., t)||_{L2(Omega)} with ``exact`` a callable of space-time points (n, d+1)."""
     y = rule.at(t)
@@ -107,5 +74,4 @@ def l2_error_at(space: DGSpace, solution: np.ndarray, rule: TimePlaneRule, t: fl
     return float(np.sqrt(rule.weights @ e**2))
 
 
-__all__ = ["TimePlaneRule", "time_plane_rule", "prism_points", "trace_values", "trace_load", "l2_error_at",
-           "l2_error_squared_over_slab"]
+__all__ = ["TimePlaneRule", "time_plane_rule", "prism_points", "trace_values", "l2_error_at"]

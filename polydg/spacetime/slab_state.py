@@ -1,16 +1,9 @@
-"""The march's state on the device: with a GPU backend nothing slab-sized comes back to the host until the end.
+"""What the march carries from one slab to the next, on the host or on the device.
 
-With ``backend="cupy"`` :func:`~polydg.spacetime.march.march` assembles each
-slab on the GPU and keeps there the slab matrix and load (the
-``cupyx.scipy.sparse`` matrix and CuPy vector of :func:`polydg.assembly.assemble`),
-the bottom-face trace load, the solve and the solution's trace carried into
-the next slab; the errors are reduced there to one number per slab.  The
-last slab's solution is copied to the host once, at the end.
-
-The bottom load and the errors are linear in a slab's solution u, so on the
-device they are sparse products with matrices that tabulate the slab basis
-at quadrature points of the spatial mesh (:mod:`~polydg.spacetime.trace`'s
-rule):
+The bottom load of slab n + 1 and the errors are linear in slab n's
+solution u, so they are sparse products with matrices that tabulate the
+slab basis at quadrature points of the spatial mesh
+(:mod:`~polydg.spacetime.trace`'s rule):
 
     trace at t_n^-            g = T u            T[q, i] = phi_i(x_q, t_n)       (the top rule)
     bottom load of slab n+1   F = B^T (w g)      B[q, i] = phi_i(x_q, t_n^+)     (the next slab's bottom rule)
@@ -18,10 +11,11 @@ rule):
 
 T, B and E depend on a slab only through its length (a later slab of the
 same length is the same mesh shifted in time, and the basis lives on each
-element's box), so they are tabulated on the host once per slab length and
-copied to the device once.  The same code runs on NumPy and SciPy under the
-simulator's stand-in backend ("cudasim"), which is how it is tested
-without a GPU.
+element's box), so they are tabulated once per slab length, not once per
+slab.  The same code runs on NumPy/SciPy and, with ``backend="cupy"``, on
+CuPy/cupyx: there the slab matrix and load (the device assembly's), the
+bottom load, the solve and the trace carried forward never leave the GPU,
+and the errors come back as one number per slab.
 """
 
 from __future__ import annotations
@@ -35,47 +29,56 @@ import scipy.sparse as sp
 from .. import backend as bk
 from ..assembly.coefficients import DeviceCoefficients
 from ..basis import tabulate
-from ..errors import ProblemError
 from ..problem import Problem
-from ..solve import SolverError, solve_on_device
+from ..solve import SolverError, solve, solve_on_device
 from ..space import DGSpace
+from .problem import initial_values
 from .trace import TimePlaneRule, prism_points
 
-#: relative change of the matrix values below which a factorisation is reused (on the host and the device)
+#: relative change of the matrix values below which a factorisation is reused
 REUSE_TOL = 1e-13
 
 
 def basis_matrix(space: DGSpace, y: np.ndarray, elements: np.ndarray) -> sp.csr_matrix:
     """(len(y), n_dofs): row q holds the basis of element ``elements[q]`` at the point ``y[q]``, so that
-    ``M @ u`` is the DG function u at the points.  Built on the host, one tabulation per degree."""
+    ``M @ u`` is the DG function u at the points.  Built on the host, one tabulation per degree, written
+    straight into CSR (each row is its element's dofs, consecutive: nothing to sort)."""
     mesh = space.mesh
     degree = space.degree[elements]
-    rows, cols, vals = [], [], []
-    for p in np.unique(degree):  # one tabulation per degree present
-        r = np.flatnonzero(degree == p)
+    width = space.element_dofs[elements]
+    indptr = np.zeros(len(y) + 1, dtype=np.int64)
+    np.cumsum(width, out=indptr[1:])
+    data, indices = np.empty(indptr[-1]), np.empty(indptr[-1], dtype=np.int64)
+    degrees = np.unique(degree)
+    for p in degrees:  # one tabulation per degree present
+        r = np.flatnonzero(degree == p) if len(degrees) > 1 else slice(None)
         e = elements[r]
         phi = tabulate(y[r], mesh.bbox_min[e], mesh.bbox_max[e], int(p), space.basis)
-        rows.append(np.repeat(r, phi.shape[1]))
-        cols.append((space.dof_offsets[e][:, None] + np.arange(phi.shape[1])).ravel())
-        vals.append(phi.ravel())
-    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                         shape=(len(y), space.n_dofs))
+        local = np.arange(phi.shape[1])
+        if len(degrees) == 1:  # one degree: the rows are phi's rows, in order
+            data, indices = phi.ravel(), (space.dof_offsets[e][:, None] + local).ravel()
+            break
+        at = indptr[r][:, None] + local
+        data[at] = phi
+        indices[at] = space.dof_offsets[e][:, None] + local
+    return sp.csr_matrix((data, indices, indptr), shape=(len(y), space.n_dofs))
 
 
-class DeviceFactorisation:
-    """Direct slab solves on the device, a factorisation kept while the matrix does not change.
+class Factorisation:
+    """Direct slab solves, a sparse LU kept while the matrix does not change.
 
-    cupyx has no device LU to keep: ``spsolve`` (cuSOLVER's sparse QR)
-    factorises and solves in one call, and ``splu`` factorises on the host
-    (SuperLU; the matrix is copied there once) and solves with the factors on
-    the device.  So a matrix that is known to come back (``expect_reuse``:
-    constant coefficients, equal slabs) or is found unchanged is factorised
-    by ``splu`` once and its factors reused on every later slab; any other is
-    solved by ``spsolve``.
+    On the host SciPy's ``splu`` factorises every new matrix and its factors
+    are reused while the matrix stays the same.  cupyx has no device LU to
+    keep: its ``spsolve`` (cuSOLVER's sparse QR) factorises and solves in one
+    call, and its ``splu`` factorises on the host (SuperLU; the matrix is
+    copied there once) and solves with the factors on the device.  So on the
+    device a matrix that is known to come back (``expect_reuse``: constant
+    coefficients, equal slabs) or is found unchanged is factorised by
+    ``splu`` once and its factors reused; any other is solved by ``spsolve``.
     """
 
-    def __init__(self, xp: Any, sparse_linalg: Any) -> None:
-        self.xp, self.linalg = xp, sparse_linalg
+    def __init__(self, xp: Any, sparse_linalg: Any, on_device: bool = False) -> None:
+        self.xp, self.linalg, self.on_device = xp, sparse_linalg, on_device
         self.matrix: Any = None
         self.lu: Any = None
         self.count = 0
@@ -91,68 +94,68 @@ class DeviceFactorisation:
         return (float(xp.abs(A.data - B.data).max()) if A.nnz else 0.0) <= REUSE_TOL * scale
 
     def solve(self, A: Any, b: Any, known_unchanged: bool = False, expect_reuse: bool = False) -> tuple[Any, dict]:
+        """Solve A x = b, factorising A unless it is (``known_unchanged``, or found) the factorised matrix."""
         start = time.perf_counter()
-        xp = self.xp
-        A = A if A.dtype == np.float64 else A.astype(np.float64)  # solved in double precision, as solve_on_device does
+        A = A if A.dtype == np.float64 else A.astype(np.float64)  # solved in double precision
         reused = self.lu is not None and (known_unchanged or self.unchanged(A))
         if reused:
-            x = self.lu.solve(b)
             solver = "splu"
-        elif hasattr(self.linalg, "splu") and (expect_reuse or self.unchanged(A)):  # it comes back: keep factors
+        elif not self.on_device or (hasattr(self.linalg, "splu") and (expect_reuse or self.unchanged(A))):
             try:
                 self.lu = self.linalg.splu(A.tocsc())
             except RuntimeError as exc:
                 raise SolverError(f"direct solve failed: {exc} (is the matrix singular?)") from exc
-            self.count += 1
-            x, solver = self.lu.solve(b), "splu"
-        else:
-            self.lu, self.count = None, self.count + 1
-            x, solver = self.linalg.spsolve(A.tocsr(), b), "spsolve"
+            self.count, solver = self.count + 1, "splu"
+        else:  # the device, a matrix not expected back: factorise and solve in one call
+            self.lu, self.count, solver = None, self.count + 1, "spsolve"
+        x = self.lu.solve(b) if solver == "splu" else self.linalg.spsolve(A.tocsr(), b)
         self.matrix = A
-        if not bool(xp.isfinite(x).all()):
+        if not bool(self.xp.isfinite(x).all()):
             raise SolverError("direct solve produced non-finite values (singular matrix?)")
-        return x, {"method": "direct", "solver": solver, "reused_factorisation": reused, "device": True,
+        return x, {"method": "direct", "solver": solver, "reused_factorisation": reused, "device": self.on_device,
                    "seconds": time.perf_counter() - start}
 
 
-class DeviceSlabs:
-    """What the march keeps on the device from one slab to the next (see the module docstring).
+class SlabState:
+    """What the march keeps from one slab to the next (see the module docstring), in ``backend``'s arrays.
 
     ``rule`` is the time-plane rule on the spatial mesh; ``bottom_rule`` and
     ``top_rule`` the same points in each element's first and last local step;
     ``offsets`` the slab elements of each spatial element; ``n_time`` the
-    Gauss points in t of the error rule.
+    Gauss points in t of the error rule.  With a GPU backend every array
+    here lives on the device.
     """
 
     def __init__(self, backend: str, problem: Problem, rule: TimePlaneRule, bottom_rule: TimePlaneRule,
                  top_rule: TimePlaneRule, offsets: np.ndarray, n_time: int, with_errors: bool) -> None:
         self.xp = xp = bk.array_module(backend)
         self.sparse, self.linalg = bk.sparse_modules(backend)
+        self.on_device = bk.is_device(backend)
         self.problem = problem
         self.values = DeviceCoefficients(problem, rule.x.shape[1], np.float64, xp)
         self.rule, self.bottom_rule, self.top_rule = rule, bottom_rule, top_rule
         self.offsets, self.n_time, self.with_errors = offsets, int(n_time), with_errors
         self.x, self.weights = xp.asarray(rule.x), xp.asarray(rule.weights)
-        self.factorisation = DeviceFactorisation(xp, self.linalg)
+        self.factorisation = Factorisation(xp, self.linalg, self.on_device)
         self.trace: Any = None  # the last slab's solution at (x_q, t_n^-): what the next bottom load carries
-        self.bottom = self.top = self.errors = self.block_sizes = None
+        self.bottom = self.top = self.errors = self.space = None
 
     # -- the slab's tables, once per slab length
 
     def tabulate(self, space: DGSpace, t0: float, t1: float) -> None:
-        """B^T, T and the error rule's E of the slab ``space`` over (t0, t1), on the device."""
+        """B^T, T and the error rule's E of the slab ``space`` over (t0, t1)."""
         rule = self.rule
-        self.block_sizes = space.element_dofs  # the solves' element blocks (the same on every slab of a length)
+        self.space = space  # its element blocks serve the iterative solves of every slab of this length
         bottom = basis_matrix(space, rule.at(t0), self.bottom_rule.elements)
         self.bottom = self.sparse.csr_matrix(bottom.T.tocsr())
         self.top = self.sparse.csr_matrix(basis_matrix(space, rule.at(t1), self.top_rule.elements))
         if self.with_errors:
             point, step, node, m, g, gw = prism_points(rule, self.offsets, self.n_time)
-            y = np.column_stack([rule.x[point], t0 + (t1 - t0) * (step + 0.5 * (g[node] + 1.0)) / m])
+            s = (step + 0.5 * (g[node] + 1.0)) / m  # the points' times within the slab, as fractions of it
+            y = np.column_stack([rule.x[point], t0 + (t1 - t0) * s])
             E = basis_matrix(space, y, self.offsets[rule.elements[point]] + step)
-            # the points' x and time within the slab, and their weights per unit slab length
-            self.errors = (self.sparse.csr_matrix(E), self.x[self.xp.asarray(point)],
-                           self.xp.asarray((step + 0.5 * (g[node] + 1.0)) / m),
+            # the points' x, time fraction and weights per unit slab length
+            self.errors = (self.sparse.csr_matrix(E), self.x[self.xp.asarray(point)], self.xp.asarray(s),
                            self.xp.asarray(self.rule.weights[point] * gw[node] * (0.5 / m)))
 
     # -- one slab
@@ -164,19 +167,22 @@ class DeviceSlabs:
 
     def solve(self, matrix: Any, load: Any, method: str, known_unchanged: bool, expect_reuse: bool
               ) -> tuple[Any, dict]:
-        """The slab's solution on the device: direct (:class:`DeviceFactorisation`) or cupyx's CG / GMRES with
-        block-Jacobi on the element blocks."""
+        """The slab's solution: direct (:class:`Factorisation`) or iterative (on the device cupyx's CG /
+        GMRES with block-Jacobi on the element blocks, on the host :func:`polydg.solve.solve`)."""
         if method == "direct":
             return self.factorisation.solve(matrix, load, known_unchanged, expect_reuse)
-        return solve_on_device(matrix, load, method, xp=self.xp, sparse_linalg=self.linalg,
-                               block_sizes=self.block_sizes)
+        if self.on_device:
+            return solve_on_device(matrix, load, method, xp=self.xp, sparse_linalg=self.linalg,
+                                   block_sizes=self.space.element_dofs)
+        return solve(matrix, load, method, space=self.space)
 
     def carry(self, u: Any) -> None:
         """Keep the slab solution's trace at its top, u(x_q, t_n^-): the next slab's bottom data."""
         self.trace = self.top @ u
 
     def error_squared_over_slab(self, u: Any, t0: float, t1: float) -> float:
-        """||u - u_h||^2 over the slab: the prism rule of :func:`~polydg.spacetime.trace.l2_error_squared_over_slab`."""
+        """||u - u_h||^2 over the slab: the spatial rule times Gauss in t on each step (exact in t to degree
+        2 n_time - 1)."""
         xp = self.xp
         E, x, s, w = self.errors
         tau = t1 - t0
@@ -190,26 +196,13 @@ class DeviceSlabs:
         e = self._exact(y) - self.trace
         return float(self.xp.sqrt(self.weights @ (e * e)))
 
-    # -- the problem's callables at the device's points
+    # -- the problem's callables at the state's points
 
     def _initial_values(self) -> Any:
-        u0, n = self.problem.initial, len(self.x)
-        if not callable(u0):
-            return self.xp.full(n, 0.0 if u0 is None else float(np.asarray(u0, dtype=np.float64)))
-        try:
-            value = self.values.values_of("initial", self.x)
-        except ProblemError:
-            raise
-        except Exception as exc:
-            raise ProblemError(f"problem {self.problem.name!r}: initial raised {type(exc).__name__} at {n} points: "
-                               f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
-        if tuple(value.shape) != (n,) or not bool(self.xp.isfinite(value).all()):
-            raise ProblemError(f"problem {self.problem.name!r}: initial returned shape {tuple(value.shape)} or "
-                               f"non-finite values for {n} spatial points, expected ({n},) finite values")
-        return value
+        return initial_values(self.problem, self.x, evaluate=lambda x: self.values.values_of("initial", x))
 
     def _exact(self, y: Any) -> Any:
         return self.values.values_of("exact", y).reshape(-1)
 
 
-__all__ = ["DeviceSlabs", "DeviceFactorisation", "REUSE_TOL", "basis_matrix"]
+__all__ = ["SlabState", "Factorisation", "REUSE_TOL", "basis_matrix"]
