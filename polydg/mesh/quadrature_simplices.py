@@ -40,6 +40,9 @@ from .polytopic import DEGENERATE_TOL, PolytopicMesh, _row_keys
 
 #: the choices of ``quadrature_simplices`` (``--quadrature-simplices``)
 QUADRATURE_SIMPLICES = ("fine", "coarse")
+#: what march() and the command line use unless told (docs/performance.md: coarse is faster on every
+#: agglomerated Table 4 case)
+DEFAULT_QUADRATURE_SIMPLICES = "coarse"
 #: relative tolerance of the per-element area check  sum |T| = |K|
 AREA_TOL = 1e-12
 
@@ -341,5 +344,5 @@ def _face_simplices(mesh: PolytopicMesh, simplices: np.ndarray, simplex_element:
     return out
 
 
-__all__ = ["QUADRATURE_SIMPLICES", "BoundaryLoops", "boundary_loops", "coarse_quadrature_mesh", "quadrature_mesh",
+__all__ = ["QUADRATURE_SIMPLICES", "DEFAULT_QUADRATURE_SIMPLICES", "BoundaryLoops", "boundary_loops", "coarse_quadrature_mesh", "quadrature_mesh",
            "tiles_elements"]

@@ -47,6 +47,7 @@ from ..assembly import Workspace, assemble
 from ..basis import BASES
 from ..errors import OptionError
 from ..mesh.polytopic import PolytopicMesh
+from ..mesh.quadrature_simplices import DEFAULT_QUADRATURE_SIMPLICES, quadrature_mesh
 from ..problem import Problem, as_problem
 from ..solve import SolverError, solve
 from ..space import DGSpace
@@ -143,7 +144,7 @@ class _Factorisation:
 def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.ndarray,
           time_nodes: Any = None, *, n_slabs: int | None = None, final_time: float | None = None,
           method: str = "direct", space_time_basis: str = "P", local_steps: int | np.ndarray | None = None,
-          autonomous: bool | None = None, compute_errors: bool = True,
+          quadrature_simplices: str = DEFAULT_QUADRATURE_SIMPLICES, autonomous: bool | None = None, compute_errors: bool = True,
           progress: Callable[[str], None] | None = None, assembler: Callable | None = None,
           **assemble_options: Any) -> MarchResult:
     """Solve a space-time problem slab by slab; returns a :class:`MarchResult`.
@@ -164,6 +165,11 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         the faces between an element's steps carry the upwind time jump
         (their penalty is 0), and the next slab starts from each element's
         last step.  ``MarchResult.space`` is then over those elements
+    quadrature_simplices : the spatial sub-triangles the prisms (and the
+        bottom and top faces) are built over: "coarse" (the default) each
+        polygon re-triangulated from its boundary vertices, fewer
+        (:func:`~polydg.mesh.quadrature_simplices.coarse_quadrature_mesh`;
+        3D meshes keep theirs), or "fine" the mesh's own
     method : "direct" (sparse LU, reused while the matrix is unchanged) or
         "iterative" (:func:`polydg.solve.solve` on every slab)
     autonomous : whether coefficients and data are free of t, so that
@@ -190,6 +196,9 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
             raise OptionError("give time_nodes, or n_slabs and final_time")
         time_nodes = uniform_time_nodes(n_slabs, final_time)
     nodes = _check_nodes(time_nodes)
+    start = time.perf_counter()
+    space_mesh = quadrature_mesh(space_mesh, quadrature_simplices)
+    t_quadrature_mesh = time.perf_counter() - start  # counted in the first slab's mesh time
     d = space_mesh.dim
     pmax = int(np.max(degree))
     extra = int(assemble_options.get("quadrature_extra", 0)) + TRACE_EXTRA
@@ -232,7 +241,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         mesh = base if t0 == base_t0 else shifted_slab(base, t0 - base_t0)
         space = DGSpace(mesh, degree, space_time_basis)
         slab = slab_problem(problem, d, t0, t1)
-        t_mesh = time.perf_counter() - start
+        t_mesh = time.perf_counter() - start + (t_quadrature_mesh if n == 1 else 0.0)
 
         if autonomous and assembled is not None and same_length:
             result = assembled
