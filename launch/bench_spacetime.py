@@ -27,6 +27,13 @@ tau = 0.1 the lateral facets' edges are 0.1 long and the search among the
 2M top and bottom triangles asks for ~1e10 pairs (MemoryError on 24 GB).
 The assembly's cost does not depend on tau.
 
+``--quadrature-simplices fine coarse`` runs every case over both spatial
+sub-triangulations (``polydg.mesh.quadrature_simplices``): the fine
+triangles, or each element re-triangulated from its boundary vertices
+(fewer prisms and fewer top and bottom faces; the same matrix to
+round-off for polynomial data); the slab-mesh build time includes the
+re-triangulation.  The default is polydg's default.
+
 The paper's totals (one NVIDIA Tesla P100, Table 4) are printed beside
 polydg's, with the ratio paper / polydg.  Only orders of magnitude compare:
 different machines (here a CPU), and the paper's time step is its own.
@@ -52,6 +59,7 @@ untimed assembly (for float32 the first one compiles the single-precision
 kernels; its JIT seconds are reported apart), then the median of ``--repeat``.
 
 Run:  python launch/bench_spacetime.py --meshes 1 --repeat 3
+      python launch/bench_spacetime.py --meshes 1 2 --repeat 3 --quadrature-simplices fine coarse
       python launch/bench_spacetime.py --table2 --repeat 3
       python launch/bench_spacetime.py --meshes 1 2 3 --repeat 3 --max-matrix-gb 14 --json st.json
 """
@@ -70,7 +78,7 @@ from polydg.assembly import Workspace, assemble
 from polydg.backend import quiet_openmp_workers
 from polydg.mesh import from_spec
 from polydg.mesh.polytopic import build_polytopic_mesh
-from polydg.mesh.quadrature_simplices import QUADRATURE_SIMPLICES, quadrature_mesh
+from polydg.mesh.quadrature_simplices import DEFAULT_QUADRATURE_SIMPLICES, QUADRATURE_SIMPLICES, quadrature_mesh
 from polydg.partition import agglomerate
 from polydg.problem import builtin_problem
 from polydg.space import DGSpace
@@ -311,10 +319,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--tau", type=float, default=0.002, help="slab length: the slab is (0, tau)")
     ap.add_argument("--max-matrix-gb", type=float, default=6.0, help="skip cases whose CSR matrix would be larger")
-    ap.add_argument("--quadrature-simplices", nargs="*", choices=QUADRATURE_SIMPLICES, default=["fine"],
+    ap.add_argument("--quadrature-simplices", nargs="*", choices=QUADRATURE_SIMPLICES,
+                    default=[DEFAULT_QUADRATURE_SIMPLICES],
                     help="the spatial sub-triangles the prisms are built over: fine (the fine mesh's), coarse "
                          "(each element re-triangulated from its boundary, polydg.mesh.quadrature_simplices), or "
-                         "both, one after the other (default fine)")
+                         "both, one after the other (default: polydg's, "
+                         f"{DEFAULT_QUADRATURE_SIMPLICES})")
     ap.add_argument("--json", help="write all figures to this file")
     ap.add_argument("--table2", action="store_true",
                     help="the paper's Table 2 layout (s/Mdof per row, p = 1..5, single and double) instead")

@@ -107,6 +107,8 @@ def test_holes_non_convex_and_self_touching_elements(odd):
 
 def test_fine_is_the_mesh_and_3d_meshes_keep_their_tetrahedra(agglomerated):
     assert quadrature_mesh(agglomerated, "fine") is agglomerated
+    one_per_triangle = build_polytopic_mesh(from_spec("square:2"))  # no vertex off an element's boundary
+    assert coarse_quadrature_mesh(one_per_triangle) is one_per_triangle
     cube = agglomerate(from_spec("cube:2"), 4)
     assert quadrature_mesh(cube, "coarse") is cube
     with pytest.raises(OptionError, match="2D meshes"):

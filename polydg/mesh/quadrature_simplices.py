@@ -85,6 +85,8 @@ def coarse_quadrature_mesh(mesh: PolytopicMesh) -> PolytopicMesh:
     fine_count = np.diff(mesh.element_offsets)
     holes = np.bincount(loops.element, minlength=n_el) - 1
     candidates = polygon & (fine_count > np.diff(edge_offsets) - 2 + 2 * holes)
+    if not candidates.any():  # e.g. one element per fine triangle
+        return mesh
     triangles, owner = _constrained_triangles(mesh.points, loops, candidates)
     good = candidates & tiles_elements(mesh, triangles, owner, element, edges)
     good &= np.bincount(owner[good[owner]], minlength=n_el) < fine_count  # never more than the fine ones
