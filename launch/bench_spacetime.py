@@ -198,7 +198,8 @@ def run_variant(number: int, fine_mesh2d, t_agg: float, t_fine: float, variant: 
         med = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
         totals = [t["total_assembly"] for t in runs]
         res = dict(base, dofs=space.n_dofs, nnz=nnz_real, expected_nnz=nnz, matrix_gb=nnz_real * BYTES_PER_NNZ / 1e9,
-                   warmup_seconds=t_warm, jit_seconds=jit, repeat=repeat, totals=totals, timings=med)
+                   warmup_seconds=t_warm, jit_seconds=jit, repeat=repeat, totals=totals, timings=med,
+                   runs=runs)
         print_case(res)
         out.append(res)
         del space, workspace
