@@ -117,6 +117,17 @@ def test_fine_is_the_mesh_and_3d_meshes_keep_their_tetrahedra(agglomerated):
         quadrature_mesh(agglomerated, "medium")
 
 
+def test_an_invalid_polygon_gets_no_triangles():
+    from polydg.mesh.quadrature_simplices import BoundaryLoops, _constrained_triangles
+
+    # element 0 a bow tie (its edges cross), element 1 a triangle
+    points = np.array([[0.0, 0.0], [1.0, 1.0], [1.0, 0.0], [0.0, 1.0], [2.0, 0.0], [3.0, 0.0], [2.0, 1.0]])
+    loops = BoundaryLoops(vertices=np.arange(7), offsets=np.array([0, 4, 7]), element=np.array([0, 1]),
+                          simple=np.ones(2, dtype=bool))
+    triangles, owner = _constrained_triangles(points, loops, np.ones(2, dtype=bool))
+    assert owner.tolist() == [1] and sorted(triangles[0].tolist()) == [4, 5, 6]
+
+
 # ---------------------------------------------------------------------------
 # the same matrices: every integrand a polynomial the rule of degree 2p + 1 integrates exactly
 

@@ -241,6 +241,8 @@ def _constrained_triangles(points: np.ndarray, loops: BoundaryLoops, elements: n
     rings = shapely.linearrings(points[vids], indices=np.repeat(np.arange(len(lengths)), lengths))
     polygons = shapely.polygons(rings, indices=polygon_of_loop)
     polygon_element = loop_element[np.r_[True, loop_element[1:] != loop_element[:-1]]]
+    valid = shapely.is_valid(polygons)  # GEOS may refuse an invalid one: such elements keep their fine triangles
+    polygons, polygon_element = polygons[valid], polygon_element[valid]
     coords, polygon_index = shapely.get_coordinates(shapely.constrained_delaunay_triangles(polygons),
                                                     return_index=True)
     coords = coords.reshape(-1, 4, 2)[:, :3]  # closed rings of 4 points: the triangles' corners
