@@ -27,6 +27,13 @@ tau = 0.1 the lateral facets' edges are 0.1 long and the search among the
 2M top and bottom triangles asks for ~1e10 pairs (MemoryError on 24 GB).
 The assembly's cost does not depend on tau.
 
+``--quadrature-simplices fine coarse`` runs every case over both spatial
+sub-triangulations (``polydg.mesh.quadrature_simplices``): the fine
+triangles, or each element re-triangulated from its boundary vertices
+(fewer prisms and fewer top and bottom faces; the same matrix to
+round-off for polynomial data); the slab-mesh build time includes the
+re-triangulation.  The default is polydg's default.
+
 The paper's totals (one NVIDIA Tesla P100, Table 4) are printed beside
 polydg's, with the ratio paper / polydg.  Only orders of magnitude compare:
 different machines (here a CPU), and the paper's time step is its own.
@@ -52,6 +59,7 @@ untimed assembly (for float32 the first one compiles the single-precision
 kernels; its JIT seconds are reported apart), then the median of ``--repeat``.
 
 Run:  python launch/bench_spacetime.py --meshes 1 --repeat 3
+      python launch/bench_spacetime.py --meshes 1 2 --repeat 3 --quadrature-simplices fine coarse
       python launch/bench_spacetime.py --table2 --repeat 3
       python launch/bench_spacetime.py --meshes 1 2 3 --repeat 3 --max-matrix-gb 14 --json st.json
 """
@@ -70,6 +78,7 @@ from polydg.assembly import Workspace, assemble
 from polydg.backend import quiet_openmp_workers
 from polydg.mesh import from_spec
 from polydg.mesh.polytopic import build_polytopic_mesh
+from polydg.mesh.quadrature_simplices import DEFAULT_QUADRATURE_SIMPLICES, QUADRATURE_SIMPLICES, quadrature_mesh
 from polydg.partition import agglomerate
 from polydg.problem import builtin_problem
 from polydg.space import DGSpace
@@ -127,20 +136,37 @@ def space_mesh(number: int, fine_cache: dict):
     return mesh, time.perf_counter() - t, fine_cache["seconds"]
 
 
-def run_mesh(number: int, degrees, repeat: int, tau: float, max_gb: float, fine_cache: dict) -> list[dict]:
+def run_mesh(number: int, degrees, repeat: int, tau: float, max_gb: float, fine_cache: dict,
+             variants=("fine",)) -> list[dict]:
+    """Every case of one Table 4 mesh, once per quadrature-simplices variant."""
     mesh2d, t_agg, t_fine = space_mesh(number, fine_cache)
+    out = []
+    for variant in variants:
+        out.extend(run_variant(number, mesh2d, t_agg, t_fine, variant, degrees, repeat, tau, max_gb, fine_cache))
+        gc.collect()
+    return out
+
+
+def run_variant(number: int, fine_mesh2d, t_agg: float, t_fine: float, variant: str, degrees, repeat: int,
+                tau: float, max_gb: float, fine_cache: dict) -> list[dict]:
+    t = time.perf_counter()
+    mesh2d = quadrature_mesh(fine_mesh2d, variant)
+    t_quad = time.perf_counter() - t
     t = time.perf_counter()
     slab = slab_mesh(mesh2d, 0.0, tau)
-    t_slab = time.perf_counter() - t
-    print(f"\nmesh {number}: {SPEC} ({fine_cache['fine'].n_cells:,} triangles, {t_fine:.2f} s) -> "
-          f"{mesh2d.n_elements:,} elements ({'agglomerated' if MESHES[number] else 'one per triangle'}, "
-          f"{t_agg:.2f} s); slab (0, {tau:g}): {slab.n_elements:,} elements, {slab.n_simplices:,} tetrahedra, "
-          f"{slab.n_interior_faces:,} interior faces on {slab.n_interfaces:,} interfaces, "
-          f"{slab.n_boundary_faces:,} boundary faces; slab-mesh build {t_slab:.2f} s")
+    t_slab = time.perf_counter() - t + t_quad
+    print(f"\nmesh {number}, {variant} quadrature simplices: {SPEC} ({fine_cache['fine'].n_cells:,} triangles, "
+          f"{t_fine:.2f} s) -> {mesh2d.n_elements:,} elements "
+          f"({'agglomerated' if MESHES[number] else 'one per triangle'}, {t_agg:.2f} s), {mesh2d.n_simplices:,} "
+          f"sub-triangles ({t_quad:.2f} s); slab (0, {tau:g}): {slab.n_elements:,} elements, "
+          f"{slab.n_simplices:,} tetrahedra, {slab.n_interior_faces:,} interior faces on {slab.n_interfaces:,} "
+          f"interfaces, {slab.n_boundary_faces:,} boundary faces; slab-mesh build {t_slab:.2f} s "
+          f"(of which the quadrature simplices {t_quad:.2f} s)")
     problem = slab_problem(builtin_problem("paper-2d1", 2), 2, 0.0, tau)
     out = []
     for p in degrees:
-        base = {"mesh": number, "spec": SPEC, "elements": slab.n_elements, "tetrahedra": slab.n_simplices,
+        base = {"mesh": number, "spec": SPEC, "quadrature_simplices": variant, "sub_triangles": mesh2d.n_simplices,
+                "quadrature_simplices_seconds": t_quad, "elements": slab.n_elements, "tetrahedra": slab.n_simplices,
                 "interior_faces": slab.n_interior_faces, "interfaces": slab.n_interfaces,
                 "boundary_faces": slab.n_boundary_faces, "p": p, "tau": tau,
                 "fine_mesh_seconds": t_fine, "space_mesh_seconds": t_agg, "slab_mesh_seconds": t_slab,
@@ -172,7 +198,8 @@ def run_mesh(number: int, degrees, repeat: int, tau: float, max_gb: float, fine_
         med = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
         totals = [t["total_assembly"] for t in runs]
         res = dict(base, dofs=space.n_dofs, nnz=nnz_real, expected_nnz=nnz, matrix_gb=nnz_real * BYTES_PER_NNZ / 1e9,
-                   warmup_seconds=t_warm, jit_seconds=jit, repeat=repeat, totals=totals, timings=med)
+                   warmup_seconds=t_warm, jit_seconds=jit, repeat=repeat, totals=totals, timings=med,
+                   runs=runs)
         print_case(res)
         out.append(res)
         del space, workspace
@@ -196,15 +223,16 @@ def print_case(res: dict) -> None:
 
 def print_summary(results: list[dict]) -> None:
     print("\nsummary (total assembly of one slab, median; paper: Table 4, P100)")
-    print(f"{'mesh':>4}{'p':>3}{'elements':>10}{'dofs':>12}{'nnz':>15}{'element':>9}{'interior':>9}"
+    print(f"{'mesh':>4}{'quad':>7}{'p':>3}{'elements':>10}{'dofs':>12}{'nnz':>15}{'element':>9}{'interior':>9}"
           f"{'bdry+infl':>10}{'indices':>9}{'total s':>9}{'s/Mdof':>8}{'paper s':>8}{'ratio':>7}{'slab mesh s':>12}")
     for r in results:
         if "skipped" in r:
-            print(f"{r['mesh']:>4}{r['p']:>3}{r['elements']:>10,}{r['dofs']:>12,}{r['expected_nnz']:>15,}  skipped: "
+            print(f"{r['mesh']:>4}{r['quadrature_simplices']:>7}{r['p']:>3}{r['elements']:>10,}{r['dofs']:>12,}"
+                  f"{r['expected_nnz']:>15,}  skipped: "
                   f"{r['skipped']}")
             continue
         t = r["timings"]
-        print(f"{r['mesh']:>4}{r['p']:>3}{r['elements']:>10,}{r['dofs']:>12,}{r['nnz']:>15,}"
+        print(f"{r['mesh']:>4}{r['quadrature_simplices']:>7}{r['p']:>3}{r['elements']:>10,}{r['dofs']:>12,}{r['nnz']:>15,}"
               f"{t['element_kernel']:9.4f}{t['interior_kernel']:9.4f}{t['boundary_kernel'] + t['inflow_kernel']:10.4f}"
               f"{t['indices']:9.4f}{t['total_assembly']:9.4f}{t['total_assembly'] / r['dofs'] * 1e6:8.3f}"
               f"{r['paper_total']:8.2f}{r['paper_total'] / t['total_assembly']:7.1f}{r['slab_mesh_seconds']:12.2f}")
@@ -292,6 +320,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--tau", type=float, default=0.002, help="slab length: the slab is (0, tau)")
     ap.add_argument("--max-matrix-gb", type=float, default=6.0, help="skip cases whose CSR matrix would be larger")
+    ap.add_argument("--quadrature-simplices", nargs="*", choices=QUADRATURE_SIMPLICES,
+                    default=[DEFAULT_QUADRATURE_SIMPLICES],
+                    help="the spatial sub-triangles the prisms are built over: fine (the fine mesh's), coarse "
+                         "(each element re-triangulated from its boundary, polydg.mesh.quadrature_simplices), or "
+                         "both, one after the other (default: polydg's, "
+                         f"{DEFAULT_QUADRATURE_SIMPLICES})")
     ap.add_argument("--json", help="write all figures to this file")
     ap.add_argument("--table2", action="store_true",
                     help="the paper's Table 2 layout (s/Mdof per row, p = 1..5, single and double) instead")
@@ -312,7 +346,8 @@ def main() -> None:
     fine_cache: dict = {}
     results = []
     for number in args.meshes:
-        results.extend(run_mesh(number, args.degrees, args.repeat, args.tau, args.max_matrix_gb, fine_cache))
+        results.extend(run_mesh(number, args.degrees, args.repeat, args.tau, args.max_matrix_gb, fine_cache,
+                                args.quadrature_simplices))
         gc.collect()
     print_summary(results)
     if args.json:

@@ -55,6 +55,8 @@ class _ArgumentParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .mesh.quadrature_simplices import DEFAULT_QUADRATURE_SIMPLICES, QUADRATURE_SIMPLICES
+
     p = _ArgumentParser(prog="python -m polydg.assemble", description=__doc__.split("\n\n")[0],
                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("problem")
@@ -81,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sigma = C a p^2 / h (classical, default) or the paper's Appendix A")
     a.add_argument("--quadrature-extra", type=int, default=0, metavar="K",
                    help="exactness degree 2p + 1 + K (default 0; raise for rough coefficients)")
+    a.add_argument("--quadrature-simplices", default=DEFAULT_QUADRATURE_SIMPLICES, choices=QUADRATURE_SIMPLICES,
+                   help="volume quadrature on each 2D element's fine triangles, or on coarse ones: the element "
+                        f"re-triangulated from its boundary vertices, fewer and faster (default "
+                        f"{DEFAULT_QUADRATURE_SIMPLICES}; 3D meshes keep their tetrahedra)")
     a.add_argument("--memory-budget", type=float, default=1024.0, metavar="MB",
                    help="working memory of one chunk of quadrature points (default 1024)")
     a.add_argument("--repeat", type=int, default=1, metavar="N", help="report the median of N assemblies")
@@ -148,9 +154,14 @@ def check_options(args: argparse.Namespace, say=None) -> dict:
             "method": args.solve or ("direct" if default_run else None), "backend": resolve_backend(args.backend, say=say)}
 
 
-def build_mesh(fine, opts: dict, seed: int, say):
-    """The polytopic mesh (agglomerated or not) and the degrees (one, or random per element)."""
+def build_mesh(fine, opts: dict, seed: int, say, quadrature_simplices: str = "fine"):
+    """The polytopic mesh (agglomerated or not) with the ``quadrature_simplices`` sub-simplices, and the
+    degrees (one, or random per element).
+
+    A space-time march chooses its own (timed with the slab meshes): it passes "fine".
+    """
     from .mesh import build_polytopic_mesh
+    from .mesh.quadrature_simplices import quadrature_mesh
     from .partition import agglomerate_cells
 
     if opts["n_agg"] > 0:
@@ -159,6 +170,10 @@ def build_mesh(fine, opts: dict, seed: int, say):
     else:
         mesh = build_polytopic_mesh(fine)
         say(f"polytopic mesh: {mesh.n_elements:,} elements")
+    if quadrature_simplices != "fine" and mesh.dim == 2:
+        n_fine = mesh.n_simplices
+        mesh = quadrature_mesh(mesh, quadrature_simplices)
+        say(f"{quadrature_simplices} quadrature simplices: {n_fine:,} -> {mesh.n_simplices:,} sub-triangles")
     lo, hi = opts["degrees"]
     degree = lo if lo == hi else np.random.default_rng(seed).integers(lo, hi + 1, size=mesh.n_elements)
     return mesh, degree
@@ -188,7 +203,8 @@ def run(args: argparse.Namespace) -> dict:
     kernels = f"{fine.dim + 1}D space-time assembly kernels" if problem.space_time else f"{fine.dim}D assembly kernels"
     # numba reports every compilation; the first one of polydg's kernels prints a line, and the total its time
     with announce_compilation(say, kernels):
-        mesh, degree = build_mesh(fine, opts, args.seed, say)
+        mesh, degree = build_mesh(fine, opts, args.seed, say,
+                                  "fine" if problem.space_time else args.quadrature_simplices)
         if problem.space_time:  # slab after slab: polydg/spacetime
             return run_space_time(args, problem, mesh, degree, mesh_spec, args.solve, say, _write_output)
         space = DGSpace(mesh, degree)
@@ -240,7 +256,8 @@ def finish(args: argparse.Namespace, opts: dict, say, space, problem, result, ti
     if solve_info is not None:
         timings["solve"] = solve_info["seconds"]
     options = {"mesh": opts["mesh_spec"], "problem": problem.name, "memory_budget": args.memory_budget,
-               "repeat": args.repeat}
+               "repeat": args.repeat,
+               "quadrature_simplices": args.quadrature_simplices if space.mesh.dim == 2 else "fine"}
     summary = summary_dict(mesh=space.mesh, space=space, result=result, options=options, timings=timings,
                            errors=errs, solve_info=solve_info, ranks=(extra or {}).get("ranks", 1))
     summary.update(extra or {})

@@ -57,7 +57,7 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
         with collective_phase(comm):
             if root:
                 say(f"mesh {opts['mesh_spec']}: {fine} on {size} ranks")
-                mesh, degree = build_mesh(fine, opts, args.seed, say)
+                mesh, degree = build_mesh(fine, opts, args.seed, say, args.quadrature_simplices)
                 del fine
                 space = DGSpace(mesh, degree)
                 say(f"DG space: {space}; problem {problem.name}")

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import OptionError, ProblemError
+from ..mesh.quadrature_simplices import DEFAULT_QUADRATURE_SIMPLICES
 from ..problem import Problem
 
 #: the final time when --final-time is not given
@@ -90,11 +91,13 @@ def run_space_time(args: argparse.Namespace, problem: Problem, mesh: Any, degree
     from .slab import random_local_steps
 
     final_time = DEFAULT_FINAL_TIME if args.final_time is None else float(args.final_time)
+    quadrature_simplices = getattr(args, "quadrature_simplices", DEFAULT_QUADRATURE_SIMPLICES)
     steps = parse_local_steps(getattr(args, "local_steps", None))
     if steps is not None:
         steps = steps[0] if steps[0] == steps[1] else random_local_steps(mesh.n_elements, *steps, seed=args.seed)
     result = march(mesh, problem, degree, n_slabs=int(args.time_slabs), final_time=final_time,
                    method=method or "direct", space_time_basis=args.space_time_basis or "P", local_steps=steps,
+                   quadrature_simplices=quadrature_simplices,
                    progress=say, assembler=assembler,
                    approach=args.approach, precision=args.precision,
                    penalty=args.penalty, penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra,
@@ -105,7 +108,8 @@ def run_space_time(args: argparse.Namespace, problem: Problem, mesh: Any, degree
     table_slab = max((n for n, what in enumerate(assembled) if what == "matrix+load"), default=len(per_slab) - 1)
     one = dict(per_slab[table_slab])
     one["jit"] = totals.get("jit", 0.0)
-    options = {"mesh": mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget, "repeat": 1}
+    options = {"mesh": mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget, "repeat": 1,
+               "quadrature_simplices": quadrature_simplices if mesh.dim == 2 else "fine"}
     summary = summary_dict(mesh=result.space.mesh, space=result.space, result=result.assembly, options=options,
                            timings=one, errors=result.errors, solve_info=result.info["solver"],
                            ranks=assembler.comm.Get_size() if assembler is not None else 1)

@@ -62,6 +62,7 @@ from ..assembly import Workspace, assemble
 from ..basis import BASES
 from ..errors import OptionError
 from ..mesh.polytopic import PolytopicMesh
+from ..mesh.quadrature_simplices import DEFAULT_QUADRATURE_SIMPLICES, quadrature_mesh
 from ..problem import Problem, as_problem
 from ..space import DGSpace
 from .slab_state import REUSE_TOL, SlabState
@@ -170,7 +171,8 @@ class _KeptMatrix:
 def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.ndarray,
           time_nodes: Any = None, *, n_slabs: int | None = None, final_time: float | None = None,
           method: str = "direct", space_time_basis: str = "P", local_steps: int | np.ndarray | None = None,
-          autonomous: bool | None = None, coefficients_free_of_t: bool | None = None, compute_errors: bool = True,
+          quadrature_simplices: str = DEFAULT_QUADRATURE_SIMPLICES, autonomous: bool | None = None,
+          coefficients_free_of_t: bool | None = None, compute_errors: bool = True,
           progress: Callable[[str], None] | None = None, assembler: Callable | None = None,
           **assemble_options: Any) -> MarchResult:
     """Solve a space-time problem slab by slab; returns a :class:`MarchResult`.
@@ -191,6 +193,11 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         the faces between an element's steps carry the upwind time jump
         (their penalty is 0), and the next slab starts from each element's
         last step.  ``MarchResult.space`` is then over those elements
+    quadrature_simplices : the spatial sub-triangles the prisms (and the
+        bottom and top faces) are built over: "coarse" (the default) each
+        polygon re-triangulated from its boundary vertices, fewer
+        (:func:`~polydg.mesh.quadrature_simplices.coarse_quadrature_mesh`;
+        3D meshes keep theirs), or "fine" the mesh's own
     method : "direct" (sparse LU, reused while the matrix is unchanged) or
         "iterative" (:func:`polydg.solve.solve` on every slab)
     autonomous : whether coefficients and data are free of t, so that
@@ -227,6 +234,9 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
             raise OptionError("give time_nodes, or n_slabs and final_time")
         time_nodes = uniform_time_nodes(n_slabs, final_time)
     nodes = _check_nodes(time_nodes)
+    start = time.perf_counter()
+    space_mesh = quadrature_mesh(space_mesh, quadrature_simplices)
+    t_quadrature_mesh = time.perf_counter() - start  # counted in the first slab's mesh time
     d = space_mesh.dim
     pmax = int(np.max(degree))
     extra = int(assemble_options.get("quadrature_extra", 0)) + TRACE_EXTRA
@@ -273,7 +283,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         slab = slab_problem(problem, d, t0, t1)
         if not same_length:
             state.tabulate(space, t0, t1)
-        t_mesh = time.perf_counter() - start
+        t_mesh = time.perf_counter() - start + (t_quadrature_mesh if n == 1 else 0.0)
 
         if autonomous and assembled is not None and same_length:
             result, what = assembled, NOTHING

@@ -5,6 +5,10 @@ The slab Omega x (t0, t1) over a 2D polytopic mesh is cut into prisms
 slab is the union of the prisms over element e's sub-triangles, i.e. the
 space-time element K_e x (t0, t1), so element numbers agree with the spatial
 mesh's and with every other slab's.
+The sub-triangles are whatever the spatial mesh has: its fine triangles, or
+each element re-triangulated from its boundary vertices
+(:mod:`polydg.mesh.quadrature_simplices`, the march's default), which makes
+fewer prisms and fewer bottom and top faces with the same lateral faces.
 
 Conformity: a prism's 3 rectangular sides are each cut along one diagonal,
 and two neighbouring prisms share a side, so they must pick the same
