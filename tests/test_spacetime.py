@@ -432,14 +432,15 @@ def test_polynomials_are_reproduced_with_local_steps(space_mesh, kind, local_ste
     assert result.errors["l2"] / _relative_l2_at(space_mesh, u, 0.6, 2) < 1e-9 and result.errors["l2_l2"] < 1e-9
 
 
-def test_one_local_step_gives_the_same_matrices_and_solution(space_mesh):
-    problem = builtin_problem("paper-2d1")
-    plain = march(space_mesh, problem, 1, n_slabs=2, final_time=0.2)
-    one = march(space_mesh, problem, 1, n_slabs=2, final_time=0.2, local_steps=1)
+@pytest.mark.parametrize("mesh_name,problem_name,n_slabs", [("space_mesh", "paper-2d1", 2),
+                                                             ("cube_mesh", "paper-3d1", 1)])
+def test_one_local_step_gives_the_same_matrices_and_solution(request, mesh_name, problem_name, n_slabs):
+    mesh, problem = request.getfixturevalue(mesh_name), builtin_problem(problem_name)
+    plain = march(mesh, problem, 1, n_slabs=n_slabs, final_time=0.2)
+    one = march(mesh, problem, 1, n_slabs=n_slabs, final_time=0.2, local_steps=1)
     A, B = plain.assembly.matrix, one.assembly.matrix
-    np.testing.assert_array_equal(A.indptr, B.indptr)
-    np.testing.assert_array_equal(A.indices, B.indices)
-    np.testing.assert_array_equal(A.data, B.data)
+    for name in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(A, name), getattr(B, name), err_msg=name)
     np.testing.assert_array_equal(one.solution, plain.solution)
 
 
@@ -828,16 +829,6 @@ def test_3d1_polynomials_are_reproduced_with_local_steps(cube_mesh, kind, local_
                    local_steps=steps)
     assert result.space.mesh.n_elements == int(np.sum(np.broadcast_to(steps, cube_mesh.n_elements)))
     assert result.errors["l2"] / _relative_l2_at(cube_mesh, _u31, 0.5, 2) < 1e-9 and result.errors["l2_l2"] < 1e-9
-
-
-def test_3d1_one_local_step_gives_the_same_matrices_and_solution(cube_mesh):
-    problem = builtin_problem("paper-3d1")
-    plain = march(cube_mesh, problem, 1, n_slabs=1, final_time=0.5)
-    one = march(cube_mesh, problem, 1, n_slabs=1, final_time=0.5, local_steps=1)
-    A, B = plain.assembly.matrix, one.assembly.matrix
-    for name in ("indptr", "indices", "data"):
-        np.testing.assert_array_equal(getattr(A, name), getattr(B, name), err_msg=name)
-    np.testing.assert_array_equal(one.solution, plain.solution)
 
 
 def test_paper_3d1_source_solves_the_pde_and_its_error_decreases():
