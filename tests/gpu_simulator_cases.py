@@ -203,10 +203,10 @@ def main(out: str) -> int:
 def _marches() -> dict[str, np.ndarray]:
     """Each march case on the simulator's backend, with the types of what its slabs kept on the device."""
     from polydg.spacetime import march
-    from polydg.spacetime.slab_state import SlabState as DeviceSlabs
+    from polydg.spacetime.slab_state import SlabState
 
     arrays, kept = {}, set()
-    solve, carry = DeviceSlabs.solve, DeviceSlabs.carry
+    solve, carry = SlabState.solve, SlabState.carry
 
     def solve_kept(self, matrix, load, *args):
         u, info = solve(self, matrix, load, *args)
@@ -217,7 +217,7 @@ def _marches() -> dict[str, np.ndarray]:
         carry(self, u)
         kept.add(type(self.trace).__module__)
 
-    DeviceSlabs.solve, DeviceSlabs.carry = solve_kept, carry_kept
+    SlabState.solve, SlabState.carry = solve_kept, carry_kept
     try:
         for name in MARCH_CASES:
             kept.clear()
@@ -229,7 +229,7 @@ def _marches() -> dict[str, np.ndarray]:
             arrays[f"march/{name}/factorisations"] = np.array(result.info["factorisations"])
             arrays[f"march/{name}/kept"] = np.array(sorted(kept))
     finally:
-        DeviceSlabs.solve, DeviceSlabs.carry = solve, carry
+        SlabState.solve, SlabState.carry = solve, carry
     return arrays
 
 

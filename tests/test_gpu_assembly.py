@@ -217,11 +217,11 @@ def test_cupy_march_keeps_its_state_on_the_device(name, monkeypatch):
     import cupy
 
     from polydg.spacetime import march
-    from polydg.spacetime.slab_state import SlabState as DeviceSlabs
+    from polydg.spacetime.slab_state import SlabState
 
     kept = []
-    carry = DeviceSlabs.carry
-    monkeypatch.setattr(DeviceSlabs, "carry", lambda self, u: (kept.append(type(u)), carry(self, u))[-1])
+    carry = SlabState.carry
+    monkeypatch.setattr(SlabState, "carry", lambda self, u: (kept.append(type(u)), carry(self, u))[-1])
     mesh, problem, degree, options = march_setup(name)
     gpu = march(mesh, problem, degree, backend="cupy", **options)
     cpu = march(mesh, problem, degree, backend="numpy", **dict(options, method="direct"))
