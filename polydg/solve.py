@@ -342,15 +342,8 @@ def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "direct", *, symme
         raise OptionError("preconditioner 'amg' needs pyamg: pip install 'polydg[solvers]' (or pyamg>=5)")
     A = sp.csr_matrix(matrix, dtype=np.float64)
     b = np.asarray(rhs, dtype=np.float64).reshape(-1)
+    _check_system(A, b, np)
     n = A.shape[0]
-    if A.shape[0] != A.shape[1]:
-        raise SolverError(f"matrix of shape {A.shape} is not square")
-    if b.shape[0] != n:
-        raise SolverError(f"right-hand side has length {b.shape[0]}, the matrix has {n} rows")
-    if not np.isfinite(A.data).all():
-        raise SolverError("matrix has non-finite entries")
-    if not np.isfinite(b).all():
-        raise SolverError("right-hand side has non-finite entries")
     if space is not None:
         if space.n_dofs != n:
             raise SolverError(f"the space has {space.n_dofs} dofs, the matrix has {n} rows")
@@ -447,6 +440,20 @@ def _tolerance_keyword(function: Callable) -> str:
         return "rtol"
 
 
+def _check_system(A: Any, b: Any, xp: Any) -> None:
+    """Refuse, in one line, a system that cannot be solved: A not square, b of another length, non-finite
+    entries (host or device arrays, ``xp`` their namespace)."""
+    n = A.shape[0]
+    if A.shape[0] != A.shape[1]:
+        raise SolverError(f"matrix of shape {A.shape} is not square")
+    if b.shape[0] != n:
+        raise SolverError(f"right-hand side has length {b.shape[0]}, the matrix has {n} rows")
+    if not bool(xp.isfinite(A.data).all()):
+        raise SolverError("matrix has non-finite entries")
+    if not bool(xp.isfinite(b).all()):
+        raise SolverError("right-hand side has non-finite entries")
+
+
 def solve_on_device(matrix: Any, rhs: Any, method: str = "direct", *, xp: Any, sparse_linalg: Any,
                     symmetric: bool | None = None, tol: float = 1e-10, maxiter: int | None = None,
                     restart: int = 50, block_sizes: Any = None) -> tuple[Any, dict]:
@@ -466,15 +473,8 @@ def solve_on_device(matrix: Any, rhs: Any, method: str = "direct", *, xp: Any, s
     start = time.perf_counter()
     A = matrix.astype(np.float64) if matrix.dtype != np.float64 else matrix
     b = xp.asarray(rhs, dtype=np.float64).reshape(-1)
+    _check_system(A, b, xp)
     n = A.shape[0]
-    if A.shape[0] != A.shape[1]:
-        raise SolverError(f"matrix of shape {A.shape} is not square")
-    if b.shape[0] != n:
-        raise SolverError(f"right-hand side has length {b.shape[0]}, the matrix has {n} rows")
-    if not bool(xp.isfinite(A.data).all()):
-        raise SolverError("matrix has non-finite entries")
-    if not bool(xp.isfinite(b).all()):
-        raise SolverError("right-hand side has non-finite entries")
     info: dict = {"method": method, "iterations": 0, "device": True}
 
     def residual(x) -> float:
