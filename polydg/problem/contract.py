@@ -17,6 +17,17 @@ the Neumann boundary.  Each coefficient is one of
   ``(n,)`` and ``is_neumann(x, normal)`` a bool ``(n,)`` mask, ``normal``
   being the unit outward normal ``(n, d)``.
 
+Diffusion, reaction and source may also depend on the discrete solution (a
+nonlinear problem): a callable whose signature names a parameter ``u``
+receives the iterate's values at the points, one that names ``grad_u`` its
+gradient ``(n, d)``, e.g. ``diffusion(x, u)`` returning a(u) ``(n,)``,
+``reaction(x, u)``, ``source(x, u)``, ``diffusion(x, u, grad_u)``
+(p-Laplacian type; then a scalar a).  Their derivatives may be given as
+``diffusion_du``, ``diffusion_dgrad_u`` (``(n, d)``), ``reaction_du`` and
+``source_du`` (same arguments); when absent they are computed pointwise
+(:mod:`~polydg.problem.iterate`).  Advection and boundary data stay
+functions of x.
+
 The assembler asks for coefficient values through the ``*_at`` methods, which
 check shape and finiteness and raise :class:`~polydg.errors.ProblemError` with
 a one-line message naming the problem, the coefficient and what is wrong.
@@ -47,6 +58,13 @@ COEFFICIENTS = (
     "exact", "exact_gradient",
 )
 
+#: the coefficients that may depend on the iterate u (and grad u), and their optional derivatives
+ITERATE_COEFFICIENTS = ("diffusion", "reaction", "source")
+DERIVATIVES = ("diffusion_du", "diffusion_dgrad_u", "reaction_du", "source_du")
+
+#: the iterate's arguments a coefficient callable may name
+ITERATE_ARGUMENTS = ("u", "grad_u")
+
 #: relative tolerance of the symmetry / semi-definiteness checks on A
 _SYMMETRY_TOL = 1e-10
 
@@ -69,6 +87,21 @@ def _default_mesh(d: int) -> str:
     return "square:32" if d == 2 else "cube:8"
 
 
+def iterate_arguments(function: Any) -> tuple[str, ...]:
+    """The iterate's arguments (``u``, ``grad_u``) that a coefficient callable names; () for a function of x.
+
+    >>> iterate_arguments(lambda x, u: 1 + u**2), iterate_arguments(lambda x: x[:, 0])
+    (('u',), ())
+    """
+    if not callable(function):
+        return ()
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):  # a builtin or ufunc: a function of x alone
+        return ()
+    return tuple(a for a in ITERATE_ARGUMENTS if a in parameters)
+
+
 def _wrong_kind(name: str, value: Any) -> str | None:
     """What is wrong with ``value`` as the coefficient ``name`` (a callable, a constant or None); None if nothing.
 
@@ -77,7 +110,14 @@ def _wrong_kind(name: str, value: Any) -> str | None:
     when the dimension is known.
     """
     if value is None or callable(value):
+        if callable(value) and name not in ITERATE_COEFFICIENTS + DERIVATIVES:
+            named = iterate_arguments(value)
+            if named:
+                return (f"names {', '.join(named)}: only {', '.join(ITERATE_COEFFICIENTS)} may depend on the "
+                        "iterate (a nonlinear advection needs a numerical flux, which polydg does not provide)")
         return None
+    if name in DERIVATIVES:
+        return f"must be a callable or None, got {type(value).__name__}"
     if name in ("exact", "exact_gradient"):
         return f"must be a callable of x or None, got {type(value).__name__}"
     if name == "is_neumann":
@@ -126,6 +166,10 @@ class Problem:
     initial : Coefficient
         The initial value u_0(x) of a space-time problem (None: zero);
         stored for the space-time assembly.
+    diffusion_du, diffusion_dgrad_u, reaction_du, source_du : callable or None
+        Derivatives of coefficients of the iterate with respect to u and
+        grad u, with the coefficient's own arguments (None: computed
+        pointwise, see :mod:`polydg.problem.iterate`).
     """
 
     name: str
@@ -144,12 +188,16 @@ class Problem:
     # new fields go last: Problem(name, diffusion, ...) may be called positionally
     space_time: bool = False
     initial: Coefficient = None
+    diffusion_du: Callable[..., Any] | None = None
+    diffusion_dgrad_u: Callable[..., Any] | None = None
+    reaction_du: Callable[..., Any] | None = None
+    source_du: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
         self.name = str(self.name)
         if self.dim is not None and self.dim not in (2, 3, 4):
             raise ProblemError(f"problem {self.name!r}: dim must be 2, 3, 4 or None, got {self.dim!r}")
-        for name in COEFFICIENTS + ("initial",):
+        for name in COEFFICIENTS + ("initial",) + DERIVATIVES:
             what = _wrong_kind(name, getattr(self, name))
             if what:
                 self._fail(name, what)
@@ -174,6 +222,15 @@ class Problem:
         if callable(value):
             return True
         return bool(np.any(np.asarray(value) != 0))
+
+    def iterate_arguments(self, name: str) -> tuple[str, ...]:
+        """The iterate's arguments (``u``, ``grad_u``) that coefficient ``name`` takes; () for x alone."""
+        return iterate_arguments(getattr(self, name))
+
+    @property
+    def nonlinear(self) -> bool:
+        """True when a coefficient depends on the iterate (see the module docstring)."""
+        return any(self.iterate_arguments(name) for name in ITERATE_COEFFICIENTS)
 
     @property
     def has_diffusion(self) -> bool:
@@ -223,10 +280,17 @@ class Problem:
     def _dtype(x: Any, xp: Any) -> Any:
         return x.dtype if x.dtype.kind == "f" else xp.float64
 
-    def _call(self, name: str, *args: Any) -> Any:
+    def _call(self, name: str, *args: Any, **iterate: Any) -> Any:
+        """``name``'s callable at ``args``, with the iterate's arrays among ``iterate`` that it names."""
         function = getattr(self, name)
+        wanted = iterate_arguments(function) if name in ITERATE_COEFFICIENTS + DERIVATIVES else ()
+        missing = [a for a in wanted if iterate.get(a) is None]
+        if missing:
+            raise ProblemError(
+                f"problem {self.name!r}: {name} depends on the iterate ({', '.join(wanted)}): a nonlinear problem "
+                f"is solved by polydg.nonlinear.solve_nonlinear (command line: --nonlinear newton|picard), not assembled once")
         try:
-            return function(*args)
+            return function(*args, **{a: iterate[a] for a in wanted})
         except ProblemError:
             raise
         except Exception as exc:  # user code: report it as the problem's fault
@@ -278,20 +342,28 @@ class Problem:
                 self._fail(name, f"constant {array.tolist()} is not positive semi-definite")
         return xp.asarray(array[None], dtype=dtype)
 
-    def diffusion_at(self, x: Any, xp: Any = np) -> Any:
+    def diffusion_at(self, x: Any, xp: Any = np, *, u: Any = None, grad_u: Any = None) -> Any:
         """A at the points: ``(n, d, d)``, or ``(1, d, d)`` when constant.
 
         A callable may also return ``(n,)``, read as ``a(x) I``.  Values are
-        checked for finiteness, symmetry and a non-negative diagonal.
+        checked for finiteness, symmetry and a non-negative diagonal.  ``u``
+        (n,) and ``grad_u`` (n, d) are the iterate at the points, for a
+        diffusion that names them.
         """
         x, n, d = self._points(x, xp)
         dtype = self._dtype(x, xp)
         if self.is_constant("diffusion"):
             return self._constant("diffusion", d, (d, d), xp, dtype)
-        value = xp.asarray(self._call("diffusion", x))
+        value = xp.asarray(self._call("diffusion", x, u=u, grad_u=grad_u))
         if tuple(value.shape) == (n,):
             value = value[:, None, None] * xp.eye(d, dtype=value.dtype if value.dtype.kind == "f" else dtype)
         A = self._checked("diffusion", value, x, (n, d, d), xp, dtype)
+        self.check_diffusion_values(A, x, xp)
+        return A
+
+    def check_diffusion_values(self, A: Any, x: Any, xp: Any = np) -> None:
+        """Raise when A (n, d, d) at the points x is not symmetric or has a negative diagonal entry."""
+        n = int(A.shape[0])
         if n:
             scale = xp.abs(A).reshape(n, -1).max(axis=1)
             asym = xp.abs(A - xp.swapaxes(A, 1, 2)).reshape(n, -1).max(axis=1) > _SYMMETRY_TOL * scale
@@ -301,7 +373,6 @@ class Problem:
                     i = int(xp.flatnonzero(bad)[0])
                     self._fail("diffusion", f"is {what} at x = {_format_point(_to_numpy(x[i]))}: "
                                             f"{_to_numpy(A[i]).tolist()}")
-        return A
 
     def advection_at(self, x: Any, xp: Any = np) -> Any:
         """b at the points: ``(n, d)``, or ``(1, d)`` when constant."""
@@ -311,20 +382,20 @@ class Problem:
             return self._constant("advection", d, (d,), xp, dtype)
         return self._checked("advection", self._call("advection", x), x, (n, d), xp, dtype)
 
-    def _scalar_at(self, name: str, x: Any, xp: Any, *extra: Any) -> Any:
+    def _scalar_at(self, name: str, x: Any, xp: Any, *extra: Any, **iterate: Any) -> Any:
         x, n, d = self._points(x, xp)
         dtype = self._dtype(x, xp)
         if self.is_constant(name):
             return self._constant(name, d, (), xp, dtype)
-        return self._checked(name, self._call(name, x, *extra), x, (n,), xp, dtype)
+        return self._checked(name, self._call(name, x, *extra, **iterate), x, (n,), xp, dtype)
 
-    def reaction_at(self, x: Any, xp: Any = np) -> Any:
-        """c at the points: ``(n,)``, or ``(1,)`` when constant."""
-        return self._scalar_at("reaction", x, xp)
+    def reaction_at(self, x: Any, xp: Any = np, *, u: Any = None, grad_u: Any = None) -> Any:
+        """c at the points: ``(n,)``, or ``(1,)`` when constant (``u``, ``grad_u``: the iterate there)."""
+        return self._scalar_at("reaction", x, xp, u=u, grad_u=grad_u)
 
-    def source_at(self, x: Any, xp: Any = np) -> Any:
-        """f at the points: ``(n,)``, or ``(1,)`` when constant."""
-        return self._scalar_at("source", x, xp)
+    def source_at(self, x: Any, xp: Any = np, *, u: Any = None, grad_u: Any = None) -> Any:
+        """f at the points: ``(n,)``, or ``(1,)`` when constant (``u``, ``grad_u``: the iterate there)."""
+        return self._scalar_at("source", x, xp, u=u, grad_u=grad_u)
 
     def dirichlet_at(self, x: Any, xp: Any = np) -> Any:
         """g_D at the points: ``(n,)``, or ``(1,)`` when constant."""
@@ -412,7 +483,7 @@ _SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
 }
 
 #: the attributes that make an object a problem: at least one must be there
-_PROTOCOL = COEFFICIENTS + ("initial",)
+_PROTOCOL = COEFFICIENTS + ("initial",) + DERIVATIVES
 
 #: what a problem may be, for messages; the old texts ("expected a polydg.problem.Problem...") stay their prefixes
 _AN_OBJECT = f"an object with some of its attributes ({', '.join(_PROTOCOL)})"

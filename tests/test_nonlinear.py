@@ -1,0 +1,168 @@
+"""Nonlinear problems: the linearised forms, Newton's and Picard's iterations (#28).
+
+The sided (linearised) executor is checked against the linear kernels on linear problems (its Jacobian
+is the matrix, its residual K u - F), its Jacobian against central differences of its residual for every
+kind of coefficient of the iterate, Newton's convergence against the quadratic rate, Picard's solution
+against Newton's, and a manufactured quasilinear solution against the optimal L2 rate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from polydg.assembly import assemble
+from polydg.errors import ProblemError
+from polydg.mesh import from_spec
+from polydg.nonlinear import NonlinearError, NonlinearOptions, NonlinearSystem, solve_nonlinear
+from polydg.partition import agglomerate
+from polydg.problem import Problem, builtin_problem
+from polydg.space import DGSpace
+
+
+def _space(spec: str, n: int, degree, seed: int = 0) -> DGSpace:
+    mesh = agglomerate(from_spec(spec), n)
+    if isinstance(degree, tuple):
+        degree = np.random.default_rng(seed).integers(degree[0], degree[1] + 1, mesh.n_elements)
+    return DGSpace(mesh, degree)
+
+
+@pytest.fixture(scope="module")
+def spaces():
+    return {"2d": _space("square:12", 15, (1, 3)), "3d": _space("cube:3", 8, (1, 2))}
+
+
+@pytest.mark.parametrize("dim,name", [("2d", "paper-2d"), ("2d", "advection"), ("2d", "change-of-type"),
+                                      ("2d", "neumann"), ("3d", "paper-3d"), ("3d", "poisson")])
+def test_linearised_forms_of_a_linear_problem_are_its_matrix_and_load(spaces, dim, name):
+    space = spaces[dim]
+    problem = builtin_problem(name, space.mesh.dim)
+    linear = assemble(space, problem)
+    u = np.random.default_rng(1).standard_normal(space.n_dofs)
+    lin = NonlinearSystem(space, problem).linearize(u)
+    A = linear.matrix
+    assert abs(lin.jacobian - A).max() <= 1e-13 * abs(A).max()
+    r = A @ u - linear.rhs
+    assert np.abs(lin.residual - r).max() <= 1e-13 * np.abs(r).max()
+
+
+def _kinds(d: int) -> dict[str, Problem]:
+    eye = np.eye(d)
+    return {
+        "a(u)": Problem("a(u)", diffusion=lambda x, u: 1 + u**2, source=lambda x: np.sin(3 * x[:, 0]),
+                        dirichlet=lambda x: x[:, 0]),
+        "A(u) tensor": Problem("A(u)", diffusion=lambda x, u: (1 + u**2)[:, None, None] * eye
+                               + 0.3 * np.exp(u)[:, None, None] * np.ones((d, d)) / d, dirichlet=0.5),
+        "c(u), f(u)": Problem("cf", diffusion=1.0, reaction=lambda x, u: 3 * u**2,
+                              source=lambda x, u: np.exp(0.3 * u) + x[:, 0]),
+        "a(u, grad u)": Problem("plap", diffusion=lambda x, u, grad_u: np.sqrt(1 + (grad_u**2).sum(1)) + 0.1 * u**2,
+                                source=1.0, dirichlet=lambda x: x[:, 1]),
+        "given derivatives": Problem("given", diffusion=lambda x, u: 1 + u**2, diffusion_du=lambda x, u: 2 * u,
+                                     reaction=lambda x, u: u**2, reaction_du=lambda x, u: 2 * u, source=1.0),
+        "advection, Neumann": Problem("adv", diffusion=lambda x, u: 0.1 * (1 + u**2), advection=np.ones(d) * 0.7,
+                                      reaction=lambda x, u: u**2, dirichlet=1.0,
+                                      is_neumann=lambda x, n: x[:, 0] > 0.99, neumann=0.2),
+    }
+
+
+@pytest.mark.parametrize("dim", ["2d", "3d"])
+@pytest.mark.parametrize("kind", list(_kinds(2)))
+def test_jacobian_is_the_derivative_of_the_residual(spaces, dim, kind):
+    space = spaces[dim]
+    problem = _kinds(space.mesh.dim)[kind]
+    system = NonlinearSystem(space, problem)
+    rng = np.random.default_rng(2)
+    u = 0.5 * rng.standard_normal(space.n_dofs)
+    lin = system.linearize(u)
+    du = rng.standard_normal(space.n_dofs)
+    h = 1e-5
+
+    def R(v):  # the penalty frozen, as the Jacobian has it
+        return system.linearize(v, want_jacobian=False, face_penalty=lin.face_penalty).residual
+
+    fd = (R(u + h * du) - R(u - h * du)) / (2 * h)
+    Jd = lin.jacobian @ du
+    assert np.abs(fd - Jd).max() <= 1e-6 * np.abs(Jd).max()
+
+
+def _manufactured() -> Problem:
+    def exact(x):
+        return np.sin(np.pi * x[:, 0]) * np.sin(np.pi * x[:, 1]) + x[:, 0]
+
+    def gradient(x):
+        s, c, X, Y = np.sin, np.cos, np.pi * x[:, 0], np.pi * x[:, 1]
+        return np.stack([np.pi * c(X) * s(Y) + 1, np.pi * s(X) * c(Y)], 1)
+
+    def source(x):  # -div((1 + u^2) grad u)
+        u, g = exact(x), gradient(x)
+        lap = -2 * np.pi**2 * np.sin(np.pi * x[:, 0]) * np.sin(np.pi * x[:, 1])
+        return -((1 + u**2) * lap + 2 * u * (g**2).sum(1))
+
+    return Problem("quasilinear", diffusion=lambda x, u: 1 + u**2, source=source, dirichlet=exact, exact=exact,
+                   exact_gradient=gradient)
+
+
+def test_newton_converges_quadratically_and_picard_reaches_the_same_solution():
+    space = _space("square:32", 100, 2)
+    problem = _manufactured()
+    newton = solve_nonlinear(space, problem)
+    r = np.array(newton.residuals) / newton.residuals[0]
+    # the last step that stays above round-off: log r_{k+1} / log r_k near 2; the one after reaches round-off
+    k = int(np.flatnonzero(r > 1e-13)[-1])
+    assert 2 <= k < len(r) - 1 and r[k + 1] < 1e-13, r
+    ratio = np.log(r[k]) / np.log(r[k - 1])
+    assert 1.6 < ratio < 2.6, r
+    picard = solve_nonlinear(space, problem, options=NonlinearOptions(method="picard", max_iterations=60))
+    assert picard.iterations > newton.iterations
+    assert np.abs(picard.solution - newton.solution).max() <= 1e-8 * np.abs(newton.solution).max()
+
+
+def test_a_linear_problem_through_the_nonlinear_path_gives_the_linear_solution():
+    from polydg.solve import solve
+
+    space = _space("square:12", 15, 2)
+    problem = builtin_problem("paper-2d", 2)
+    linear = assemble(space, problem)
+    x, _ = solve(linear.matrix, linear.rhs)
+    result = solve_nonlinear(space, problem)
+    assert result.iterations == 1
+    assert np.abs(result.solution - x).max() <= 1e-10 * np.abs(x).max()
+
+
+def test_a_nonlinear_problem_is_not_assembled_once():
+    space = _space("square:8", 6, 1)
+    with pytest.raises(ProblemError, match="depends on the iterate.*solve_nonlinear"):
+        assemble(space, _manufactured())
+
+
+def test_a_diverging_newton_is_one_line():
+    space = _space("square:8", 6, 1)
+    blowup = Problem("blowup", diffusion=1.0, source=lambda x, u: 50 * np.exp(u**2))  # no solution
+    with pytest.raises(NonlinearError, match="(diverged|did not converge)") as info:
+        solve_nonlinear(space, blowup, options=NonlinearOptions(max_iterations=8))
+    assert "\n" not in str(info.value)
+
+
+def test_complex_step_needs_an_analytic_callable():
+    space = _space("square:8", 6, 1)
+    rough = Problem("rough", diffusion=lambda x, u: 1 + np.abs(u), source=1.0)
+    with pytest.raises(ProblemError, match="complex step.*diffusion_du"):
+        solve_nonlinear(space, rough)
+    given = Problem("rough", diffusion=lambda x, u: 1 + np.abs(u), diffusion_du=lambda x, u: np.sign(u), source=1.0)
+    assert solve_nonlinear(space, given).residuals[-1] < 1e-9 * solve_nonlinear(space, given).residuals[0]
+
+
+@pytest.mark.slow
+def test_manufactured_quasilinear_solution_converges_at_the_optimal_rate():
+    from polydg.solve import errors
+
+    problem = _manufactured()
+    for p in (1, 2):
+        l2 = []
+        for N, n in ((16, 25), (32, 100), (64, 400)):
+            space = _space(f"square:{N}", n, p)
+            u = solve_nonlinear(space, problem).solution
+            linear_view = Problem("e", diffusion=1.0, exact=problem.exact, exact_gradient=problem.exact_gradient)
+            l2.append(errors(space, linear_view, u)["l2"])
+        rates = np.log2(np.array(l2[:-1]) / np.array(l2[1:]))
+        assert rates[-1] > p + 1 - 0.3, (p, l2, rates)
