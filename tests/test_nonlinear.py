@@ -8,6 +8,9 @@ against Newton's, and a manufactured quasilinear solution against the optimal L2
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -18,6 +21,8 @@ from polydg.nonlinear import NonlinearError, NonlinearOptions, NonlinearSystem, 
 from polydg.partition import agglomerate
 from polydg.problem import Problem, builtin_problem
 from polydg.space import DGSpace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def _space(spec: str, n: int, degree, seed: int = 0) -> DGSpace:
@@ -166,3 +171,33 @@ def test_manufactured_quasilinear_solution_converges_at_the_optimal_rate():
             l2.append(errors(space, linear_view, u)["l2"])
         rates = np.log2(np.array(l2[:-1]) / np.array(l2[1:]))
         assert rates[-1] > p + 1 - 0.3, (p, l2, rates)
+
+
+def test_gpu_executor_on_the_simulator_equals_the_cpu(tmp_path):
+    """The device executor (numba-cuda kernels, run by the simulator in a subprocess) against the CPU's, to
+    1e-13 of the largest entry; its row kernels bitwise repeatable."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import nonlinear_simulator_cases as cases
+
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "cases.npz"
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
+               PYTHONPATH=str(repo) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    run = subprocess.run([sys.executable, str(repo / "tests" / "nonlinear_simulator_cases.py"), str(out)], env=env,
+                         capture_output=True, text=True, timeout=600, cwd=repo)
+    assert run.returncode == 0, run.stdout + run.stderr
+    got = dict(np.load(out))
+    for name in cases.CASES:
+        space, problem, u = cases.case_setup(name)
+        system = NonlinearSystem(space, problem)
+        for newton in (True, False):
+            lin = system.linearize(u, newton=newton)
+            key = f"{name}-{'newton' if newton else 'picard'}"
+            scale = np.abs(lin.jacobian.data).max()
+            assert np.abs(got[key + "-data"] - lin.jacobian.data).max() <= 1e-13 * scale, key
+            assert np.abs(got[key + "-residual"] - lin.residual).max() <= 1e-13 * np.abs(lin.residual).max(), key
+        assert np.array_equal(got[name + "-again"], got[f"{name}-newton-data"])

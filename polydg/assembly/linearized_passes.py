@@ -1,12 +1,16 @@
-"""The passes of a linearisation on the CPU: the Jacobian and residual of an iterate, chunk by chunk.
+"""The passes of a linearisation: the Jacobian and residual of an iterate, chunk by chunk.
 
-A third executor of an :class:`~polydg.assembly.plan.AssemblyPlan` (after ``passes.py`` and
-``cuda_passes.py``), for problems whose coefficients depend on the iterate u.  Per chunk of the plan
-it maps the quadrature points, evaluates u and grad u there from the iterate (``fields.py``; on each
-side of an interior face), forms the pointwise M and rho of ``linearization.py`` from the problem's
-coefficients, and runs the row kernels of ``linearized_kernels.py``.  The volume pass comes first:
-the penalty's a_K (max over K's points of the Gershgorin bound of A at the iterate) is gathered from
-its coefficient values, so sigma_F is frozen at the iterate and costs no evaluation of its own.
+For problems whose coefficients depend on the iterate u (or differ on the two sides of a face), a
+plan (:class:`~polydg.assembly.plan.AssemblyPlan`) is executed by these passes.  Per chunk they map the
+quadrature points, evaluate u and grad u there from the iterate (on each side of an interior face),
+form the pointwise M and rho of ``linearization.py`` from the problem's coefficients, and run the row
+kernels.  The volume pass comes first: the penalty's a_K (max over K's points of the Gershgorin bound of
+A at the iterate) is gathered from its coefficient values, so sigma_F is frozen at the iterate and
+costs no evaluation of its own.
+
+Where the arrays live is an executor's business: :class:`HostExecutor` (NumPy, the Numba kernels of
+``linearized_kernels.py``) here, :class:`~polydg.assembly.cuda_linearized.DeviceExecutor` on a GPU
+(numba-cuda kernels, the backend's arrays).  The passes are written once against ``executor.xp``.
 """
 
 from __future__ import annotations
@@ -19,13 +23,12 @@ import scipy.sparse as sp
 
 from . import linearized_kernels as LK
 from .fields import field_at_points
-from .linearization import IterateCoefficients, boundary_forms, interior_forms, volume_forms
+from .linearization import IterateCoefficients, PointForms, boundary_forms, interior_forms, volume_forms
 from .passes import chunk_interfaces, expand_ranges
 from .penalty import penalty_from_weights
 from .plan import AssemblyPlan
-from .points import simplex_points
+from .points import PointBatch, simplex_points
 from .timing import Timer
-from .workspace import Workspace
 
 
 @dataclass
@@ -33,8 +36,9 @@ class Linearization:
     """The Jacobian (CSR, int64 indices; None for the residual alone) and the residual of an iterate.
 
     ``face_penalty`` is the sigma_F used (at the iterate, or the one given); ``info`` has
-    ``penalty_at_iterate`` (sigma_F from a_K at the iterate, whichever was used) and ``timings`` (seconds: iterate, the u and
-    grad u at the points; coefficients, M and rho; kernels; quadrature_points; penalty; total).
+    ``penalty_at_iterate`` (sigma_F from a_K at the iterate, whichever was used) and ``timings``
+    (seconds: iterate, u and grad u at the points; forms, the coefficients and M, rho; the kernels;
+    quadrature_points; penalty; total_assembly).
     """
 
     jacobian: sp.csr_matrix | None
@@ -43,143 +47,188 @@ class Linearization:
     info: dict = field(default_factory=dict)
 
 
-class _Context:
-    def __init__(self, plan: AssemblyPlan, u: np.ndarray, workspace: Workspace, timer: Timer, want_jacobian: bool):
-        self.plan, self.workspace, self.timer = plan, workspace, timer
-        self.u = np.ascontiguousarray(u, dtype=np.float64)
-        self.want = want_jacobian
-        self.data = plan.pattern.zeroed_values(np.float64) if want_jacobian else np.zeros(0)
-        self.rhs = np.zeros(plan.pattern.n_rows)
+class HostExecutor:
+    """The passes' means on the CPU: NumPy arrays, points by ``points.py``, the Numba row kernels."""
+
+    xp = np
+
+    def __init__(self, plan: AssemblyPlan):
+        self.plan = plan
         self.face_local = np.full(plan.mesh.n_faces, -1, dtype=np.int64)
         self.tables = (plan.lo, plan.hi, plan.table, plan.rec)
 
-    def iterate(self, entity_element, offsets, X):
-        t = time.perf_counter()
-        values = field_at_points(self.plan.space, self.u, entity_element, offsets, X, self.tables)
-        self.timer.add("iterate", t)
-        return values
+    def begin(self, u, want_jacobian: bool, timer: Timer) -> None:
+        """Start a linearisation at the iterate ``u``: new values (zeroed) and load."""
+        self.timer, self.want = timer, want_jacobian
+        self.u = np.ascontiguousarray(u, dtype=np.float64)
+        self.data = self.plan.pattern.zeroed_values(np.float64) if want_jacobian else np.zeros(0)
+        self.rhs = np.zeros(self.plan.pattern.n_rows)
 
-    def face_points(self, faces):
-        t = time.perf_counter()
+    # -- points and the iterate there
+
+    def simplex_points(self, s_lo: int, s_hi: int, q) -> PointBatch:
         mesh = self.plan.mesh
-        batch = simplex_points(mesh.points, mesh.face_measure[faces], self.plan.face_degrees(faces),
-                               cells=mesh.face_vertices[faces])
-        self.timer.add("quadrature_points", t)
-        return batch
+        return simplex_points(mesh.points, mesh.simplex_volume[s_lo:s_hi], q, cells=mesh.simplices[s_lo:s_hi])
+
+    def face_points(self, faces: np.ndarray) -> PointBatch:
+        mesh = self.plan.mesh
+        return simplex_points(mesh.points, mesh.face_measure[faces], self.plan.face_degrees(faces),
+                              cells=mesh.face_vertices[faces])
+
+    def iterate(self, entity_element: np.ndarray, batch: PointBatch):
+        return field_at_points(self.plan.space, self.u, entity_element, batch.offsets, batch.x, self.tables)
+
+    def per_point(self, values: np.ndarray, batch: PointBatch):
+        """``values`` (one per entity of the batch) repeated for each of the entity's points."""
+        return np.repeat(values, np.diff(batch.offsets), axis=0)
+
+    def gather_bound(self, a, batch: PointBatch, elements: np.ndarray, a_bound: np.ndarray) -> None:
+        """a_bound[e] = max(a_bound[e], max of a over the points of the entities of element e)."""
+        if len(a):
+            np.maximum.at(a_bound, elements, np.maximum.reduceat(a, batch.offsets[:-1]))
+
+    # -- the kernels
+
+    def _arrays(self, forms: PointForms):
+        rho = np.ascontiguousarray(forms.rho)
+        if forms.M is None:  # the residual alone: a one-point stand-in of M's shape
+            D = rho.shape[-1]
+            return np.zeros((1, D, D) if rho.ndim == 2 else (1, 2, 2, D, D)), rho
+        return np.ascontiguousarray(forms.M), rho
+
+    def _tail(self):
+        plan, space, pattern = self.plan, self.plan.space, self.plan.pattern
+        return (plan.lo, plan.hi, space.degree, space.element_dofs, plan.table, plan.rec, pattern.row_base,
+                pattern.row_width, pattern.block_start, pattern.diag_entry, pattern.row_start, self.want, self.data,
+                self.rhs)
+
+    def volume_rows(self, e_lo: int, e_hi: int, s_lo: int, batch: PointBatch, forms: PointForms) -> None:
+        M, rho = self._arrays(forms)
+        LK.volume_rows(e_lo, e_hi, self.plan.mesh.element_offsets, s_lo, batch.offsets, batch.x, batch.weight, M,
+                       rho, *self._tail())
+
+    def interior_rows(self, e_lo: int, e_hi: int, batch: PointBatch, forms: PointForms) -> None:
+        plan, M_rho = self.plan, self._arrays(forms)
+        LK.interior_rows(e_lo, e_hi, plan.pattern.adj_offsets, plan.pattern.adj_col, plan.adj_interface,
+                         plan.mesh.interface_offsets, self.face_local, batch.offsets, batch.x, batch.weight, *M_rho,
+                         *self._tail())
+
+    def boundary_rows(self, e_lo: int, e_hi: int, batch: PointBatch, forms: PointForms) -> None:
+        M, rho = self._arrays(forms)
+        LK.boundary_rows(e_lo, e_hi, self.plan.boundary_offsets, self.face_local, batch.offsets, batch.x,
+                         batch.weight, M, rho, *self._tail())
+
+    def mark_faces(self, faces: np.ndarray, on: bool) -> None:
+        self.face_local[faces] = np.arange(len(faces)) if on else -1
+
+    def synchronize(self) -> None:
+        pass
+
+    def results(self):
+        """The Jacobian (SciPy CSR) or None, and the residual (NumPy)."""
+        jacobian = None
+        if self.want:
+            pattern = self.plan.pattern
+            jacobian = sp.csr_matrix((pattern.n_rows, pattern.n_cols))
+            jacobian.data, jacobian.indices, jacobian.indptr = self.data, pattern.indices, pattern.indptr
+            jacobian.has_sorted_indices = True
+        return jacobian, self.rhs
 
 
-def linearize_on_host(plan: AssemblyPlan, problem, u: np.ndarray, *, weights: np.ndarray, C_sigma: float,
-                      newton: bool = True, want_jacobian: bool = True, face_penalty: np.ndarray | None = None,
-                      workspace: Workspace | None = None) -> Linearization:
-    """The Jacobian (Newton's, or Picard's with ``newton=False``) and residual of iterate ``u`` on ``plan``.
+def linearize(plan: AssemblyPlan, problem, executor, u, *, weights: np.ndarray, C_sigma: float, newton: bool = True,
+              want_jacobian: bool = True, face_penalty: np.ndarray | None = None) -> Linearization:
+    """The Jacobian (Newton's, or Picard's with ``newton=False``) and residual at the iterate ``u``, by
+    ``executor`` (:class:`HostExecutor` or the device's); the residual alone without ``want_jacobian``.
 
     ``weights`` are the faces' penalty weights (:func:`~polydg.assembly.penalty.penalty_weights`),
-    multiplied by C_sigma and a_K at the iterate; ``face_penalty`` (sigma_F per face) replaces them.
+    multiplied by C_sigma and a_K at the iterate; a given ``face_penalty`` (sigma_F per face) is used
+    instead (the iterate's own is still reported as ``info["penalty_at_iterate"]``).
     """
     timer = Timer()
     for key in ("iterate", "forms"):
         timer.t[key] = 0.0
+    executor.begin(u, want_jacobian, timer)
     t_all = time.perf_counter()
-    ctx = _Context(plan, u, workspace or Workspace(), timer, want_jacobian)
-    coefficients = IterateCoefficients(problem, np, newton)
+    coefficients = IterateCoefficients(problem, executor.xp, newton)
     a_bound = np.zeros(plan.mesh.n_elements)
-    _volume_pass(plan, ctx, coefficients, a_bound)
+    _volume_pass(plan, executor, coefficients, a_bound)
     t = time.perf_counter()
     own = penalty_from_weights(weights, plan.mesh.face_elements, a_bound, C_sigma)
     sigma = own if face_penalty is None else np.asarray(face_penalty, dtype=np.float64)
     timer.add("penalty", t)
     if plan.mesh.n_interior_faces:
-        _interior_pass(plan, ctx, coefficients, sigma)
-    _boundary_pass(plan, ctx, coefficients, sigma)
-    jacobian = None
-    if want_jacobian:
-        pattern = plan.pattern
-        jacobian = sp.csr_matrix((pattern.n_rows, pattern.n_cols))
-        jacobian.data, jacobian.indices, jacobian.indptr = ctx.data, pattern.indices, pattern.indptr
-        jacobian.has_sorted_indices = True
+        _interior_pass(plan, executor, coefficients, sigma)
+    _boundary_pass(plan, executor, coefficients, sigma)
+    jacobian, residual = executor.results()
     tt = timer.t
     tt["total_kernels"] = tt["element_kernel"] + tt["interior_kernel"] + tt["boundary_kernel"]
-    tt["total_assembly"] = time.perf_counter() - t_all
-    return Linearization(jacobian, ctx.rhs, sigma, {"timings": dict(tt), "penalty_at_iterate": own})
+    tt["total_assembly"] = time.perf_counter() - t_all - tt["jit"]
+    return Linearization(jacobian, residual, sigma, {"timings": dict(tt), "penalty_at_iterate": own})
 
 
-def _volume_pass(plan: AssemblyPlan, ctx: _Context, coefficients: IterateCoefficients, a_bound: np.ndarray) -> None:
-    mesh, timer = plan.mesh, ctx.timer
-    space, pattern = plan.space, plan.pattern
+def _timed(executor, key: str, start: float) -> float:
+    executor.synchronize()
+    return executor.timer.add(key, start)
+
+
+def _volume_pass(plan: AssemblyPlan, executor, coefficients: IterateCoefficients, a_bound: np.ndarray) -> None:
+    mesh = plan.mesh
     for e_lo, e_hi in plan.chunks:
         t = time.perf_counter()
         s_lo, s_hi = int(mesh.element_offsets[e_lo]), int(mesh.element_offsets[e_hi])
         q = plan.q_uniform if plan.q_uniform is not None else np.repeat(
             plan.q_element[e_lo:e_hi], np.diff(mesh.element_offsets[e_lo:e_hi + 1]))
-        batch = simplex_points(mesh.points, mesh.simplex_volume[s_lo:s_hi], q, cells=mesh.simplices[s_lo:s_hi])
-        timer.add("quadrature_points", t)
-        u, g = ctx.iterate(mesh.simplex_element[s_lo:s_hi], batch.offsets, batch.x)
-        t = time.perf_counter()
-        forms, a = volume_forms(coefficients, batch.x, u, g, ctx.want)
-        if len(a):
-            per_simplex = np.maximum.reduceat(a, batch.offsets[:-1])
-            np.maximum.at(a_bound, mesh.simplex_element[s_lo:s_hi], per_simplex)
-        t = timer.add("forms", t)
-        LK.volume_rows(e_lo, e_hi, mesh.element_offsets, s_lo, batch.offsets, batch.x, batch.weight,
-                       _c(forms.M, forms.rho), np.ascontiguousarray(forms.rho), plan.lo, plan.hi, space.degree,
-                       space.element_dofs, plan.table, plan.rec, pattern.row_base, pattern.row_width,
-                       pattern.block_start, pattern.diag_entry, pattern.row_start, ctx.want, ctx.data, ctx.rhs)
-        timer.add("element_kernel", t)
+        batch = executor.simplex_points(s_lo, s_hi, q)
+        t = _timed(executor, "quadrature_points", t)
+        elements = mesh.simplex_element[s_lo:s_hi]
+        u, g = executor.iterate(elements, batch)
+        t = _timed(executor, "iterate", t)
+        forms, a = volume_forms(coefficients, batch.x, u, g, executor.want)
+        executor.gather_bound(a, batch, elements, a_bound)
+        t = _timed(executor, "forms", t)
+        executor.volume_rows(e_lo, e_hi, s_lo, batch, forms)
+        _timed(executor, "element_kernel", t)
 
 
-def _interior_pass(plan: AssemblyPlan, ctx: _Context, coefficients: IterateCoefficients, sigma: np.ndarray) -> None:
-    mesh, timer = plan.mesh, ctx.timer
-    space, pattern = plan.space, plan.pattern
+def _interior_pass(plan: AssemblyPlan, executor, coefficients: IterateCoefficients, sigma: np.ndarray) -> None:
+    mesh = plan.mesh
     for e_lo, e_hi in plan.chunks:
         ifs = chunk_interfaces(plan, e_lo, e_hi)
         faces = expand_ranges(mesh.interface_offsets[ifs], mesh.interface_offsets[ifs + 1])
         if len(faces) == 0:
             continue
-        ctx.face_local[faces] = np.arange(len(faces))
-        batch = ctx.face_points(faces)
-        sides = [ctx.iterate(mesh.face_elements[faces, s], batch.offsets, batch.x) for s in (0, 1)]
         t = time.perf_counter()
-        counts = np.diff(batch.offsets)
-        normals = np.repeat(mesh.face_normal[faces], counts, axis=0)
-        forms = interior_forms(coefficients, batch.x, normals, sides, np.repeat(sigma[faces], counts), ctx.want)
-        t = timer.add("forms", t)
-        LK.interior_rows(e_lo, e_hi, pattern.adj_offsets, pattern.adj_col, plan.adj_interface,
-                         mesh.interface_offsets, ctx.face_local, batch.offsets, batch.x, batch.weight,
-                         _c(forms.M, forms.rho), np.ascontiguousarray(forms.rho), plan.lo, plan.hi, space.degree,
-                         space.element_dofs, plan.table, plan.rec, pattern.row_base, pattern.row_width,
-                         pattern.block_start, pattern.diag_entry, pattern.row_start, ctx.want, ctx.data, ctx.rhs)
-        timer.add("interior_kernel", t)
-        ctx.face_local[faces] = -1
+        executor.mark_faces(faces, True)
+        batch = executor.face_points(faces)
+        t = _timed(executor, "quadrature_points", t)
+        sides = [executor.iterate(mesh.face_elements[faces, s], batch) for s in (0, 1)]
+        t = _timed(executor, "iterate", t)
+        normals = executor.per_point(mesh.face_normal[faces], batch)
+        forms = interior_forms(coefficients, batch.x, normals, sides, executor.per_point(sigma[faces], batch),
+                               executor.want)
+        t = _timed(executor, "forms", t)
+        executor.interior_rows(e_lo, e_hi, batch, forms)
+        _timed(executor, "interior_kernel", t)
+        executor.mark_faces(faces, False)
 
 
-def _boundary_pass(plan: AssemblyPlan, ctx: _Context, coefficients: IterateCoefficients, sigma: np.ndarray) -> None:
-    mesh, timer = plan.mesh, ctx.timer
-    space, pattern = plan.space, plan.pattern
+def _boundary_pass(plan: AssemblyPlan, executor, coefficients: IterateCoefficients, sigma: np.ndarray) -> None:
+    mesh = plan.mesh
     for e_lo, e_hi in plan.chunks:
         f0, f1 = int(plan.boundary_offsets[e_lo]), int(plan.boundary_offsets[e_hi])
         if f1 == f0:
             continue
         faces = np.arange(f0, f1, dtype=np.int64)
-        ctx.face_local[faces] = np.arange(len(faces))
-        batch = ctx.face_points(faces)
-        u, g = ctx.iterate(mesh.face_elements[faces, 0], batch.offsets, batch.x)
         t = time.perf_counter()
-        counts = np.diff(batch.offsets)
-        normals = np.repeat(mesh.face_normal[faces], counts, axis=0)
-        forms = boundary_forms(coefficients, batch.x, normals, u, g, np.repeat(sigma[faces], counts), ctx.want)
-        t = timer.add("forms", t)
-        LK.boundary_rows(e_lo, e_hi, plan.boundary_offsets, ctx.face_local, batch.offsets, batch.x, batch.weight,
-                         _c(forms.M, forms.rho), np.ascontiguousarray(forms.rho), plan.lo, plan.hi, space.degree,
-                         space.element_dofs, plan.table, plan.rec, pattern.row_base, pattern.row_width,
-                         pattern.block_start, pattern.diag_entry, pattern.row_start, ctx.want, ctx.data, ctx.rhs)
-        timer.add("boundary_kernel", t)
-        ctx.face_local[faces] = -1
-
-
-def _c(M, rho):
-    """M as the kernels read it: contiguous, or for the residual alone a one-point stand-in of its shape
-    (rho (n, D): M (n, D, D); rho (n, 2, D): M (n, 2, 2, D, D))."""
-    if M is None:
-        D = rho.shape[-1]
-        return np.zeros((1, D, D) if rho.ndim == 2 else (1, 2, 2, D, D))
-    return np.ascontiguousarray(M)
+        executor.mark_faces(faces, True)
+        batch = executor.face_points(faces)
+        t = _timed(executor, "quadrature_points", t)
+        u, g = executor.iterate(mesh.face_elements[faces, 0], batch)
+        t = _timed(executor, "iterate", t)
+        normals = executor.per_point(mesh.face_normal[faces], batch)
+        forms = boundary_forms(coefficients, batch.x, normals, u, g, executor.per_point(sigma[faces], batch),
+                               executor.want)
+        t = _timed(executor, "forms", t)
+        executor.boundary_rows(e_lo, e_hi, batch, forms)
+        _timed(executor, "boundary_kernel", t)
+        executor.mark_faces(faces, False)

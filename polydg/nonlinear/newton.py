@@ -102,8 +102,6 @@ def solve_iteration(system, u0: np.ndarray, options: NonlinearOptions | None = N
     :class:`~polydg.assembly.linearized_passes.Linearization` whose ``info["penalty_at_iterate"]`` is sigma
     at u, and ``system.solve_linear(J, b)`` solves one step's system.
     """
-    from ..assembly.linearized_passes import Linearization  # noqa: F401 (the type of what linearize returns)
-
     options = options or NonlinearOptions()
     newton = options.method == "newton"
     name = options.method.capitalize()

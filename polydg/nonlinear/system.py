@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..assembly.linearized_passes import Linearization, linearize_on_host
+from .. import backend as bk
+from ..assembly.linearized_passes import HostExecutor, Linearization, linearize
 from ..assembly.penalty import penalty_weights
 from ..assembly.plan import plan_assembly
 from ..assembly.timing import Timer
-from ..assembly.workspace import Workspace
 from ..errors import OptionError
 from ..problem import as_problem
 
@@ -18,7 +18,8 @@ class NonlinearSystem:
     weights are made once; each :meth:`linearize` pays for u at the points, the coefficients and the kernels."""
 
     def __init__(self, space, problem, *, penalty: float = 10.0, penalty_kind: str = "classical",
-                 quadrature_extra: int = 0, memory_budget_mb: float = 1024.0, linear_solver: str = "direct"):
+                 quadrature_extra: int = 0, memory_budget_mb: float = 1024.0, linear_solver: str = "direct",
+                 backend: str = "numpy"):
         if not penalty > 0:
             raise OptionError(f"penalty constant must be positive, got {penalty}")
         self.space = space
@@ -31,7 +32,13 @@ class NonlinearSystem:
                                   memory_budget_mb=memory_budget_mb, elements=np.arange(mesh.n_elements, dtype=np.int64),
                                   timer=Timer(), face_penalty=np.zeros(mesh.n_faces))
         self.weights = penalty_weights(mesh, space.degree, penalty_kind)
-        self.workspace = Workspace()
+        backend = bk.resolve_backend(backend)
+        if bk.is_device(backend):
+            from ..assembly.cuda_linearized import DeviceExecutor
+
+            self.executor = DeviceExecutor(self.plan, backend)
+        else:
+            self.executor = HostExecutor(self.plan)
 
     def linearize(self, u: np.ndarray, *, newton: bool = True, want_jacobian: bool = True,
                   face_penalty: np.ndarray | None = None) -> Linearization:
@@ -39,9 +46,8 @@ class NonlinearSystem:
         u = np.asarray(u, dtype=np.float64)
         if u.shape != (self.space.n_dofs,):
             raise OptionError(f"the iterate has shape {u.shape}, expected ({self.space.n_dofs},) (one value per dof)")
-        return linearize_on_host(self.plan, self.problem, u, weights=self.weights, C_sigma=self.penalty,
-                                 newton=newton, want_jacobian=want_jacobian, face_penalty=face_penalty,
-                                 workspace=self.workspace)
+        return linearize(self.plan, self.problem, self.executor, u, weights=self.weights, C_sigma=self.penalty,
+                         newton=newton, want_jacobian=want_jacobian, face_penalty=face_penalty)
 
     def solve_linear(self, matrix, rhs) -> np.ndarray:
         from ..solve import solve
