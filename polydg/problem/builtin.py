@@ -24,6 +24,7 @@ import numpy as np
 from ..backend import array_namespace
 from ..errors import ProblemError
 from .contract import Problem, _default_mesh
+from .nonlinear_builtin import bratu_problem, cubic_problem, fisher_kpp_problem, quasilinear_problem
 from .paper_kernel import _paper_source
 from .polynomial import polynomial_problem
 
@@ -501,6 +502,11 @@ BUILTIN_PROBLEMS: dict[str, tuple[Callable[[int], Problem], tuple[int, ...] | No
     "neumann": (neumann_problem, None),
     "paper-2d1": (paper_space_time_problem, (2,)),
     "paper-3d1": (paper_space_time_3d_problem, (3,)),
+    # nonlinear (nonlinear_builtin.py)
+    "quasilinear": (quasilinear_problem, None),
+    "cubic": (cubic_problem, None),
+    "bratu": (bratu_problem, None),
+    "fisher-kpp": (fisher_kpp_problem, None),
 }
 
 #: names accepted besides BUILTIN_PROBLEMS: ``paper`` (paper-2d or paper-3d by

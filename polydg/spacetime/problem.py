@@ -44,7 +44,7 @@ def _diffusion(problem: Problem, d: int) -> Any:
         return None
 
     def embed(value: np.ndarray, n: int) -> np.ndarray:
-        A = np.zeros((n, d + 1, d + 1))
+        A = np.zeros((n, d + 1, d + 1), dtype=np.result_type(value.dtype, np.float64))  # complex for Newton's step
         if value.shape == (n,):
             A[:, np.arange(d), np.arange(d)] = value[:, None]
         elif value.shape == (n, d, d):
@@ -63,10 +63,50 @@ def _diffusion(problem: Problem, d: int) -> Any:
                                f"expected a scalar or the spatial ({d}, {d})")
         return embed(array[None], 1)[0]
 
-    def diffusion(y: np.ndarray) -> np.ndarray:
-        return embed(np.asarray(problem._call("diffusion", y), dtype=np.float64), len(y))
+    named = problem.iterate_arguments("diffusion")
+    if not named:
+        def diffusion(y: np.ndarray) -> np.ndarray:
+            return embed(np.asarray(problem._call("diffusion", y), dtype=np.float64), len(y))
+        return diffusion
+    return _of_iterate(lambda y, u, grad_u: embed(np.asarray(problem._call("diffusion", y, u=u, grad_u=grad_u)),
+                                                  len(y)), named, d)
 
-    return diffusion
+
+def _of_iterate(evaluate: Callable, named: tuple, d: int) -> Callable:
+    """A slab coefficient of the iterate with the spatial coefficient's arguments: ``grad_u`` of the slab is
+    the space-time gradient, of which the spatial coefficient sees the first d components."""
+    if named == ("u",):
+        return lambda y, u: evaluate(y, u, None)
+    if named == ("grad_u",):
+        return lambda y, grad_u: evaluate(y, None, grad_u[:, :d])
+    return lambda y, u, grad_u: evaluate(y, u, grad_u[:, :d])
+
+
+def _diffusion_derivatives(problem: Problem, d: int) -> tuple[Any, Any]:
+    """diffusion_du and diffusion_dgrad_u of the slab, from the spatial problem's (None where it has none)."""
+    du = dg = None
+    if problem.diffusion_du is not None:
+        named = problem.iterate_arguments("diffusion_du")
+
+        def embed(value, n):
+            A = np.zeros((n, d + 1, d + 1), dtype=np.result_type(value.dtype, np.float64))
+            if value.shape == (n,):
+                A[:, np.arange(d), np.arange(d)] = value[:, None]
+            else:
+                A[:, :d, :d] = value
+            return A
+
+        du = _of_iterate(lambda y, u, g: embed(np.asarray(problem._call("diffusion_du", y, u=u, grad_u=g)), len(y)),
+                         named, d)
+    if problem.diffusion_dgrad_u is not None:
+        named = problem.iterate_arguments("diffusion_dgrad_u")
+
+        def extend(value):  # no dependence on the time derivative
+            return np.column_stack([value, np.zeros(len(value))])
+
+        dg = _of_iterate(lambda y, u, g: extend(np.asarray(problem._call("diffusion_dgrad_u", y, u=u, grad_u=g))),
+                         named, d)
+    return du, dg
 
 
 def _advection(problem: Problem, d: int) -> Any:
@@ -121,9 +161,12 @@ def slab_problem(problem: Problem, d: int, t0: float, t1: float) -> Problem:
 
     A = diag(a, 0), b = (w, 1); reaction, source, exact and the Neumann
     data pass through (they already take space-time points); dirichlet is
-    g_D off the bottom face and 0 on it (see the module docstring).
+    g_D off the bottom face and 0 on it (see the module docstring).  A
+    coefficient of the iterate stays one (a nonlinear slab): its u is the
+    slab's, its grad_u the spatial part of the slab's gradient.
     """
     check_space_time(problem)
+    diffusion_du, diffusion_dgrad_u = _diffusion_derivatives(problem, d)
     return Problem(
         name=problem.name,
         diffusion=_diffusion(problem, d),
@@ -136,6 +179,10 @@ def slab_problem(problem: Problem, d: int, t0: float, t1: float) -> Problem:
         exact=problem.exact,
         description=f"slab ({t0:g}, {t1:g}) of {problem.description or problem.name}",
         dim=d + 1,
+        diffusion_du=diffusion_du,
+        diffusion_dgrad_u=diffusion_dgrad_u,
+        reaction_du=problem.reaction_du,
+        source_du=problem.source_du,
     )
 
 
