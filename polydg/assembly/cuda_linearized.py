@@ -12,6 +12,7 @@ only (a Newton iteration in single precision stalls at its round-off).  This mod
 from __future__ import annotations
 
 import time
+import types
 from functools import lru_cache
 from types import SimpleNamespace
 
@@ -20,6 +21,7 @@ from numba import config, cuda, from_dtype
 
 from .. import backend as bk
 from ..basis import basis_indices, element_box_tables, eval_basis_point_scaled, legendre_recurrence
+from . import linearization as forms
 from .linearization import PointForms
 from .plan import AssemblyPlan
 from .points import PointBatch, simplex_points_on
@@ -29,6 +31,20 @@ THREADS = 32 if config.ENABLE_CUDASIM else 128
 
 _box_tables = cuda.jit(device=True)(element_box_tables.py_func)
 _basis = cuda.jit(device=True)(eval_basis_point_scaled.py_func)
+
+
+def _for_device(function, **helpers):
+    """``function``'s source compiled for the device, the CPU helpers it calls resolved to device ones."""
+    names = dict(function.py_func.__globals__, **helpers)
+    py = types.FunctionType(function.py_func.__code__, names, function.py_func.__name__)
+    return cuda.jit(device=True)(py)
+
+
+_row = cuda.jit(device=True)(forms._row.py_func)
+_products = _for_device(forms._normal_products, _row=_row)
+_volume_point = _for_device(forms.volume_point, _row=_row)
+_interior_point = _for_device(forms.interior_point, _row=_row, _normal_products=_products)
+_boundary_point = _for_device(forms.boundary_point, _row=_row, _normal_products=_products)
 
 
 @cuda.jit(device=True)
@@ -236,8 +252,33 @@ def linearized_gpu_kernels(dim: int, pmax: int, basis: str = "P") -> SimpleNames
         for i in range(nb):
             rhs[row_start[e] + i] += vec[i]
 
+    # -- the forms at each point (linearization.py's per-point functions)
+
+    @cuda.jit
+    def volume_forms(n, A, dA, dag, b, c, dc, f, df, u, g, want, M, rho, a):
+        r = cuda.grid(1)
+        if r < n:
+            a[r] = _volume_point(r, A, dA, dag, b, c, dc, f, df, u, g, want, M, rho)
+
+    @cuda.jit
+    def interior_forms(n, A0, dA0, dag0, A1, dA1, dag1, b, u0, g0, u1, g1, normal, sigma, want, M, rho):
+        r = cuda.grid(1)
+        if r < n:
+            An0, dAn0 = cuda.local.array(D, DT), cuda.local.array(D, DT)
+            An1, dAn1 = cuda.local.array(D, DT), cuda.local.array(D, DT)
+            _interior_point(r, A0, dA0, dag0, A1, dA1, dag1, b, u0, g0, u1, g1, normal, sigma, want, M, rho,
+                            An0, dAn0, An1, dAn1)
+
+    @cuda.jit
+    def boundary_forms(n, A, dA, dag, b, u, g, normal, sigma, gD, gN, neu, want, M, rho):
+        r = cuda.grid(1)
+        if r < n:
+            An, dAn = cuda.local.array(D, DT), cuda.local.array(D, DT)
+            _boundary_point(r, A, dA, dag, b, u, g, normal, sigma, gD, gN, neu, want, M, rho, An, dAn)
+
     return SimpleNamespace(field=field, volume_rows=volume_rows, interior_rows=interior_rows,
-                           boundary_rows=boundary_rows)
+                           boundary_rows=boundary_rows, volume=volume_forms, interior=interior_forms,
+                           boundary=boundary_forms)
 
 
 class DeviceExecutor:
@@ -280,6 +321,10 @@ class DeviceExecutor:
     def synchronize(self) -> None:
         if self.backend == "cupy":
             cuda.synchronize()
+
+    def run_forms(self, kind: str, n: int, *args) -> None:
+        """The point loop of ``kind`` (``linearization.py``'s forms) as a kernel, one thread per point."""
+        self._run(kind, n, *args)
 
     def _run(self, name: str, n: int, *args) -> None:
         kernel = getattr(self.kernels, name)

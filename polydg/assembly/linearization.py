@@ -22,11 +22,20 @@ with the (1 + d)-vectors t(v) = (v, d_1 v, ..., d_d v) the Jacobian is
 
     J(u)[w, v] = sum over points  weight * t(v)^T M t(w)   and   R(u; v) = sum  weight * t(v)^T rho
 
-with one (1 + d) x (1 + d) matrix M and one vector rho per point (and, on an interior face, per pair
-of sides).  This module computes M and rho from the coefficients (array code, on the host or the
-device); the kernels of ``linearized_kernels.py`` contract them with the basis.  Newton's M holds the
-derivatives of F and S in u and grad u; Picard's (``newton=False``) freezes the coefficients: M is then
-the linear form's, A, b and c at the iterate.
+with one (1 + d) x (1 + d) matrix M and one vector rho per point (on an interior face, one rho per
+side s and one M per pair of sides (s, t): test trace on side s, trial trace on side t).  Newton's M:
+
+    volume:  M = [[dS/du, b^T], [dF/du, dF/dgrad u]],   rho = [S, F],
+             dF/du = (dA/du) grad u,   dF/dgrad u = A + grad u (da/dgrad u)^T  (a scalar a of grad u)
+
+and the faces' likewise (the functions below).  Picard's M is the same with the derivatives of the
+coefficients left out (dA/du, da/dgrad u, dc/du, df/du zero): the linear form at the iterate's A, b, c.
+
+Two steps: the problem's coefficients are evaluated at the points as arrays (:class:`CoefficientsAtIterate`,
+user code, on the host or the device), then M and rho are formed point by point by the functions here,
+which hold only scalar arithmetic: Numba compiles them into CPU loops (:func:`volume_forms` and the
+others) and numba-cuda into device kernels (``cuda_linearized.py``).  Coefficients absent, constant or
+not differentiated are one-row arrays (zero when absent), never expanded to the points.
 """
 
 from __future__ import annotations
@@ -35,231 +44,337 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from ..problem.iterate import diffusion_at_iterate, scalar_at_iterate
+from ..threads import parallel_range, range_kernel
 
 
 @dataclass
 class PointForms:
-    """M (n, ..., D, D) or None (the residual alone) and rho (n, ..., D) at a batch of points.
-
-    Volume and boundary points have one of each; interior-face points one rho per side s and one M per
-    pair of sides (s, t): M[:, s, t] pairs the test trace on side s with the trial trace on side t.
-    """
+    """M (n, ..., D, D) or None (the residual alone) and rho (n, ..., D) at a batch of points."""
 
     M: Any
     rho: Any
 
 
-def _dot(a, b):
-    """Row-wise dot products of (n, d) arrays (one of them may be (1, d))."""
-    return (a * b).sum(axis=1)
+@dataclass
+class DiffusionValues:
+    """A (n or 1, d, d), dA/du (n or 1, d, d) and da/d(grad u) (n or 1, d) at points; zeros (one row) where a
+    derivative is absent or not asked for."""
+
+    A: Any
+    dA: Any
+    dag: Any
 
 
-def _matvec(A, v):
-    """(A v) row by row for A (n or 1, d, d), v (n, d)."""
-    return (A * v[:, None, :]).sum(axis=2)
-
-
-def _rmatvec(A, v):
-    """(A^T v) row by row."""
-    return (A * v[:, :, None]).sum(axis=1)
-
-
-def _broadcast(a, n: int, xp):
-    return a if a.shape[0] == n else xp.broadcast_to(a, (n,) + a.shape[1:])
-
-
-class IterateCoefficients:
-    """A, b, c, f and their derivatives at points for an iterate (u, grad u), in one array namespace.
-
-    ``newton`` asks for the derivatives; without it (Picard, or the residual alone) coefficients are
-    evaluated at the iterate and not differentiated.
-    """
+class CoefficientsAtIterate:
+    """The problem's coefficients (and, for Newton, their derivatives in u and grad u) at points, for an
+    iterate given there, in the array namespace ``xp``.  ``newton=False`` (Picard, or the residual alone)
+    evaluates them at the iterate without derivatives."""
 
     def __init__(self, problem, xp=np, newton: bool = True):
         self.problem, self.xp, self.newton = problem, xp, newton
 
-    def diffusion(self, x, u, g):
-        p = self.problem
-        if not p.has_diffusion:
-            return None
-        return diffusion_at_iterate(p, x, u, g, self.xp, self.newton)
+    def _zeros(self, *shape):
+        return self.xp.zeros((1,) + shape)
 
-    def scalar(self, name: str, x, u, g):
-        p = self.problem
-        if getattr(p, name) is None:
-            return None, None
-        return scalar_at_iterate(p, name, x, u, g, self.xp, self.newton)
+    def diffusion(self, x, u, g) -> DiffusionValues:
+        d = int(x.shape[1])
+        if not self.problem.has_diffusion:
+            return DiffusionValues(self._zeros(d, d), self._zeros(d, d), self._zeros(d))
+        v = diffusion_at_iterate(self.problem, x, u, g, self.xp, self.newton)
+        xp = self.xp
+        return DiffusionValues(xp.ascontiguousarray(v.A, dtype=np.float64),
+                               self._zeros(d, d) if v.dA_du is None else xp.ascontiguousarray(v.dA_du),
+                               self._zeros(d) if v.da_dgrad is None else xp.ascontiguousarray(v.da_dgrad))
 
     def advection(self, x):
-        return self.problem.advection_at(x, self.xp) if self.problem.has_advection else None
+        p, xp = self.problem, self.xp
+        if not p.has_advection:
+            return self._zeros(int(x.shape[1]))
+        return xp.ascontiguousarray(p.advection_at(x, xp), dtype=np.float64)
 
-    # -- the flux F = A grad u and its derivatives
+    def scalar(self, name: str, x, u, g):
+        """(value, d value/du) of reaction or source: one-row zeros where absent."""
+        if getattr(self.problem, name) is None:
+            return self._zeros(), self._zeros()
+        value, du = scalar_at_iterate(self.problem, name, x, u, g, self.xp, self.newton)
+        xp = self.xp
+        return (xp.ascontiguousarray(value, dtype=np.float64),
+                self._zeros() if du is None else xp.ascontiguousarray(du, dtype=np.float64))
 
-    @staticmethod
-    def flux(D, g):
-        """F (n, d), dF/du (n, d) or None, dF/d(grad u) (n, d, d)."""
-        F = _matvec(D.A, g)
-        dF_du = None if D.dA_du is None else _matvec(D.dA_du, g)
-        dF_dg = D.A if D.da_dgrad is None else D.A + g[:, :, None] * D.da_dgrad[:, None, :]
-        return F, dF_du, dF_dg
+    def boundary_data(self, x, normal):
+        """g_D, g_N and the Neumann mask (int8) at boundary points: one-row zeros where absent."""
+        p, xp = self.problem, self.xp
+        gD = (xp.ascontiguousarray(p.dirichlet_at(x, xp), dtype=np.float64) if p.dirichlet is not None
+              else self._zeros())
+        if p.has_neumann and p.has_diffusion:
+            neu = xp.ascontiguousarray(p.neumann_mask(x, normal, xp)).astype(np.int8)
+            gN = (xp.ascontiguousarray(p.neumann_at(x, normal, xp), dtype=np.float64)
+                  if p.neumann is not None else self._zeros())
+        else:
+            neu, gN = xp.zeros(1, dtype=np.int8), self._zeros()
+        return gD, gN, neu
 
 
-def volume_forms(coefficients: IterateCoefficients, x, u, g, want_block: bool = True):
-    """M (n, D, D) and rho (n, D) at volume points, and a (n,): max_i sum_j |A_ij| (the penalty's a_K).
+# ---------------------------------------------------------------------------
+# the forms at one point (scalar arithmetic: compiled for the CPU here, for the GPU in cuda_linearized.py)
 
-    M = [[dS/du, dS/dg], [dF/du, dF/dg]], rho = [S, F].
+
+@njit(cache=True, inline="always")
+def _row(r, a):  # pragma: no cover - compiled
+    return r if a.shape[0] > 1 else 0
+
+
+@njit(cache=True, inline="always")
+def volume_point(r, A, dA, dag, b, c, dc, f, df, u, g, want, M, rho):  # pragma: no cover - compiled
+    """M[r], rho[r] at volume point r; returns a = max_k sum_m |A_km| there (the penalty's bound)."""
+    d = g.shape[1]
+    rA, rdA, rg, rb = _row(r, A), _row(r, dA), _row(r, dag), _row(r, b)
+    ur = u[r]
+    S = c[_row(r, c)] * ur - f[_row(r, f)]
+    a = 0.0 * ur
+    for k in range(d):
+        S += b[rb, k] * g[r, k]
+        F = 0.0 * ur
+        row_sum = 0.0 * ur
+        for m in range(d):
+            F += A[rA, k, m] * g[r, m]
+            row_sum += abs(A[rA, k, m])
+        a = max(a, row_sum)
+        rho[r, 1 + k] = F
+    rho[r, 0] = S
+    if want:
+        M[r, 0, 0] = c[_row(r, c)] + dc[_row(r, dc)] * ur - df[_row(r, df)]
+        for k in range(d):
+            M[r, 0, 1 + k] = b[rb, k]
+            dF = 0.0 * ur
+            for m in range(d):
+                dF += dA[rdA, k, m] * g[r, m]
+                M[r, 1 + k, 1 + m] = A[rA, k, m] + g[r, k] * dag[rg, m]
+            M[r, 1 + k, 0] = dF
+    return a
+
+
+@njit(cache=True, inline="always")
+def _normal_products(r, A, dA, g, n, An, dAn):  # pragma: no cover - compiled
+    """An = A^T n and dAn = dA^T n at point r; returns (F . n, (dA g) . n)."""
+    d = g.shape[1]
+    rA, rdA = _row(r, A), _row(r, dA)
+    Fn = 0.0 * n[0]
+    dFn = 0.0 * n[0]
+    for k in range(d):
+        s = 0.0 * n[0]
+        t = 0.0 * n[0]
+        for m in range(d):
+            s += A[rA, m, k] * n[m]
+            t += dA[rdA, m, k] * n[m]
+        An[k] = s
+        dAn[k] = t
+        Fn += s * g[r, k]
+        dFn += t * g[r, k]
+    return Fn, dFn
+
+
+@njit(cache=True, inline="always")
+def interior_point(r, A0, dA0, dag0, A1, dA1, dag1, b, u0, g0, u1, g1, normal, sigma, want, M, rho,
+                   An0, dAn0, An1, dAn1):  # pragma: no cover - compiled
+    """M[r] (2, 2, D, D) and rho[r] (2, D) at interior-face point r; ``normal`` (n, d) points from side 0 to
+    side 1, eps = (+1, -1), [u] = u0 - u1:
+
+        rho_s = [eps_s (sigma [u] - {F}.n) + up_s,  -1/2 [u] A_s^T n],
+        up_s = -(b.n) [u] where eps_s b.n < 0 (the side the flow enters),
+
+    and M the derivatives of rho_s in the trial traces of side t (module docstring).
     """
-    xp = coefficients.xp
-    n, d = x.shape
+    d = g0.shape[1]
+    n = normal[r]
+    jump = u0[r] - u1[r]
+    F0n, dF0n = _normal_products(r, A0, dA0, g0, n, An0, dAn0)
+    F1n, dF1n = _normal_products(r, A1, dA1, g1, n, An1, dAn1)
+    mean = 0.5 * (F0n + F1n)
+    rb = _row(r, b)
+    bn = 0.0 * jump
+    for k in range(d):
+        bn += b[rb, k] * n[k]
+    s_r = sigma[r]
+    for s in range(2):
+        es = 1.0 - 2.0 * s
+        An = An0 if s == 0 else An1
+        up = -bn * jump if es * bn < 0 else 0.0 * jump
+        rho[r, s, 0] = es * (s_r * jump - mean) + up
+        for k in range(d):
+            rho[r, s, 1 + k] = -0.5 * jump * An[k]
+    if not want:
+        return
+    for s in range(2):
+        es = 1.0 - 2.0 * s
+        An_s = An0 if s == 0 else An1
+        dAn_s = dAn0 if s == 0 else dAn1
+        dag_s = dag0 if s == 0 else dag1
+        rg_s = _row(r, dag_s)
+        for t in range(2):
+            et = 1.0 - 2.0 * t
+            A_t = A0 if t == 0 else A1
+            g_t = g0 if t == 0 else g1
+            dag_t = dag0 if t == 0 else dag1
+            dFn_t = dF0n if t == 0 else dF1n
+            rA_t, rg_t = _row(r, A_t), _row(r, dag_t)
+            m00 = s_r * es * et - 0.5 * es * dFn_t
+            if es * bn < 0:
+                m00 += -bn * et
+            M[r, s, t, 0, 0] = m00
+            # (dF_t/dgrad u)^T n = A_t^T n + dag_t (g_t . n)
+            gn = 0.0 * jump
+            for k in range(d):
+                gn += g_t[r, k] * n[k]
+            for k in range(d):
+                An_t_k = 0.0 * jump
+                for m in range(d):
+                    An_t_k += A_t[rA_t, m, k] * n[m]
+                M[r, s, t, 0, 1 + k] = -0.5 * es * (An_t_k + dag_t[rg_t, k] * gn)
+                m_k0 = -0.5 * et * An_s[k]
+                if s == t:
+                    m_k0 += -0.5 * jump * dAn_s[k]
+                M[r, s, t, 1 + k, 0] = m_k0
+                for m in range(d):
+                    M[r, s, t, 1 + k, 1 + m] = -0.5 * jump * n[k] * dag_s[rg_s, m] if s == t else 0.0 * jump
+
+
+@njit(cache=True, inline="always")
+def boundary_point(r, A, dA, dag, b, u, g, normal, sigma, gD, gN, neu, want, M, rho, An, dAn):  # pragma: no cover
+    """M[r] and rho[r] at boundary-face point r (``normal`` outward), split as the linear forms are:
+    Dirichlet where n.A n > 0 off the Neumann part, Neumann where n.A n > 0 on it, inflow where b.n < 0
+    off the diffusive Neumann part."""
+    d = g.shape[1]
     D = d + 1
-    dtype = x.dtype
-    rho = xp.zeros((n, D), dtype=dtype)
-    M = xp.zeros((n, D, D), dtype=dtype) if want_block else None
-    a = xp.zeros(n, dtype=dtype)
+    n = normal[r]
+    Fn, dFn = _normal_products(r, A, dA, g, n, An, dAn)
+    ana = 0.0 * Fn
+    for k in range(d):
+        ana += An[k] * n[k]
+    neumann = neu[_row(r, neu)] != 0
+    diffusive = ana > 0
+    for a in range(D):
+        rho[r, a] = 0.0 * Fn
+    if want:
+        for a in range(D):
+            for c in range(D):
+                M[r, a, c] = 0.0 * Fn
+    ur = u[r]
+    g_D = gD[_row(r, gD)]
+    if diffusive and not neumann:
+        res = ur - g_D
+        s_r = sigma[r]
+        rho[r, 0] = s_r * res - Fn
+        for k in range(d):
+            rho[r, 1 + k] = -res * An[k]
+        if want:
+            rA, rg = _row(r, A), _row(r, dag)
+            gn = 0.0 * Fn
+            for k in range(d):
+                gn += g[r, k] * n[k]
+            M[r, 0, 0] = s_r - dFn
+            for k in range(d):
+                M[r, 0, 1 + k] = -(An[k] + dag[rg, k] * gn)
+                M[r, 1 + k, 0] = -An[k] - res * dAn[k]
+                for m in range(d):
+                    M[r, 1 + k, 1 + m] = -res * n[k] * dag[rg, m]
+    elif diffusive:
+        rho[r, 0] = -gN[_row(r, gN)]
+    rb = _row(r, b)
+    bn = 0.0 * Fn
+    for k in range(d):
+        bn += b[rb, k] * n[k]
+    if bn < 0 and not (diffusive and neumann):
+        rho[r, 0] += -bn * (ur - g_D)
+        if want:
+            M[r, 0, 0] += -bn
+
+
+# ---------------------------------------------------------------------------
+# the CPU loops over a batch's points
+
+
+@range_kernel
+def _volume_loop(r_lo, r_hi, A, dA, dag, b, c, dc, f, df, u, g, want, M, rho, a):  # pragma: no cover - compiled
+    for r in range(r_lo, r_hi):
+        a[r] = volume_point(r, A, dA, dag, b, c, dc, f, df, u, g, want, M, rho)
+
+
+@range_kernel
+def _interior_loop(r_lo, r_hi, A0, dA0, dag0, A1, dA1, dag1, b, u0, g0, u1, g1, normal, sigma, want, M,
+                   rho):  # pragma: no cover - compiled
+    d = g0.shape[1]
+    An0, dAn0, An1, dAn1 = np.empty(d), np.empty(d), np.empty(d), np.empty(d)
+    for r in range(r_lo, r_hi):
+        interior_point(r, A0, dA0, dag0, A1, dA1, dag1, b, u0, g0, u1, g1, normal, sigma, want, M, rho,
+                       An0, dAn0, An1, dAn1)
+
+
+@range_kernel
+def _boundary_loop(r_lo, r_hi, A, dA, dag, b, u, g, normal, sigma, gD, gN, neu, want, M,
+                   rho):  # pragma: no cover - compiled
+    d = g.shape[1]
+    An, dAn = np.empty(d), np.empty(d)
+    for r in range(r_lo, r_hi):
+        boundary_point(r, A, dA, dag, b, u, g, normal, sigma, gD, gN, neu, want, M, rho, An, dAn)
+
+
+#: the CPU loops of each kind of point; the device's are in ``cuda_linearized.py``
+HOST_LOOPS = {"volume": _volume_loop, "interior": _interior_loop, "boundary": _boundary_loop}
+
+
+def run_on_host(kind: str, n: int, *args) -> None:
+    """Run the CPU loop of ``kind`` ("volume", "interior", "boundary") over points 0:n on the kernels' threads."""
+    parallel_range(HOST_LOOPS[kind], 0, n, *args)
+
+
+def _outputs(xp, n: int, side: tuple, D: int, want: bool):
+    rho = xp.empty((n,) + side + (D,))
+    M = xp.empty((n,) + side + side + (D, D)) if want else xp.zeros((1,) + side + side + (D, D))
+    return M, rho
+
+
+def volume_forms(coefficients: CoefficientsAtIterate, x, u, g, want: bool = True, run=run_on_host):
+    """M (n, D, D) and rho (n, D) at volume points (M None without ``want``), and a (n,): the penalty's
+    max_k sum_m |A_km| at each point.  ``run(kind, n, *arrays)`` runs the point loop where the arrays are."""
+    xp = coefficients.xp
+    n, d = int(x.shape[0]), int(x.shape[1])
     diff = coefficients.diffusion(x, u, g)
-    if diff is not None:
-        F, dF_du, dF_dg = coefficients.flux(diff, g)
-        rho[:, 1:] = F
-        a[...] = _broadcast(xp.abs(diff.A).sum(axis=2).max(axis=1), n, xp)
-        if want_block:
-            M[:, 1:, 1:] = dF_dg
-            if dF_du is not None:
-                M[:, 1:, 0] = dF_du
-    b = coefficients.advection(x)
-    S = xp.zeros(n, dtype=dtype)
-    dS_du = xp.zeros(n, dtype=dtype)
-    if b is not None:
-        S += _dot(_broadcast(b, n, xp), g)
-        if want_block:
-            M[:, 0, 1:] = b
     c, dc = coefficients.scalar("reaction", x, u, g)
-    if c is not None:
-        S += c * u
-        dS_du += c
-        if dc is not None:
-            dS_du += dc * u
     f, df = coefficients.scalar("source", x, u, g)
-    if f is not None:
-        S -= f
-        if df is not None:
-            dS_du -= df
-    rho[:, 0] = S
-    if want_block:
-        M[:, 0, 0] = dS_du
-    return PointForms(M, rho), a
+    M, rho = _outputs(xp, n, (), d + 1, want)
+    a = xp.empty(n)
+    run("volume", n, diff.A, diff.dA, diff.dag, coefficients.advection(x), c, dc, f, df, u, g, want, M, rho, a)
+    return PointForms(M if want else None, rho), a
 
 
-def interior_forms(coefficients: IterateCoefficients, x, normal, sides, sigma, want_block: bool = True) -> PointForms:
-    """M (n, 2, 2, D, D) and rho (n, 2, D) at interior-face points.
-
-    ``normal`` (n, d) points from side 0 to side 1; ``sides`` = ((u0, g0), (u1, g1)), the iterate on each
-    side; ``sigma`` (n,) the face's penalty at each point.  With eps = (+1, -1) and [[u]] = (u0 - u1) n:
-
-        rho_s = [eps_s (sigma [u] - {F}.n) + up_s,  -1/2 [u] A_s^T n]
-        up_s  = -(b.n) [u] where eps_s b.n < 0 (the upwind term on the side the flow enters)
-    """
+def interior_forms(coefficients: CoefficientsAtIterate, x, normal, sides, sigma, want: bool = True,
+                   run=run_on_host) -> PointForms:
+    """M (n, 2, 2, D, D) and rho (n, 2, D) at interior-face points; ``sides`` = ((u0, g0), (u1, g1)), the
+    iterate on each side; ``sigma`` (n,) the penalty at each point."""
     xp = coefficients.xp
-    n, d = x.shape
-    D = d + 1
-    dtype = x.dtype
+    n, d = int(x.shape[0]), int(x.shape[1])
     (u0, g0), (u1, g1) = sides
-    eps = (1.0, -1.0)
-    jump = u0 - u1
-    rho = xp.zeros((n, 2, D), dtype=dtype)
-    M = xp.zeros((n, 2, 2, D, D), dtype=dtype) if want_block else None
     diff0 = coefficients.diffusion(x, u0, g0)
-    if diff0 is not None:
-        same = not coefficients.problem.iterate_arguments("diffusion")
-        diff1 = diff0 if same else coefficients.diffusion(x, u1, g1)
-        flux = [coefficients.flux(diff0, g0), coefficients.flux(diff1, g1)]
-        An = [_rmatvec(_broadcast(D_.A, n, xp), normal) for D_ in (diff0, diff1)]
-        mean_flux = 0.5 * (_dot(flux[0][0], normal) + _dot(flux[1][0], normal))
-        for s in range(2):
-            rho[:, s, 0] = eps[s] * (sigma * jump - mean_flux)
-            rho[:, s, 1:] = -0.5 * jump[:, None] * An[s]
-        if want_block:
-            for s in range(2):
-                Ds = (diff0, diff1)[s]
-                for t in range(2):
-                    F_t, dF_du_t, dF_dg_t = flux[t]
-                    m = M[:, s, t]
-                    m[:, 0, 0] = sigma * (eps[s] * eps[t])
-                    if dF_du_t is not None:
-                        m[:, 0, 0] += -0.5 * eps[s] * _dot(dF_du_t, normal)
-                    m[:, 0, 1:] = -0.5 * eps[s] * _rmatvec(_broadcast(dF_dg_t, n, xp), normal)
-                    m[:, 1:, 0] = -0.5 * eps[t] * An[s]
-                if Ds.dA_du is not None:  # -1/2 [u] (dA_s/du w) grad v . n: trial on v's side
-                    M[:, s, s, 1:, 0] += -0.5 * jump[:, None] * _rmatvec(Ds.dA_du, normal)
-                if Ds.da_dgrad is not None:  # -1/2 [u] (da_s/dg . grad w) grad v . n
-                    M[:, s, s, 1:, 1:] += -0.5 * jump[:, None, None] * normal[:, :, None] * Ds.da_dgrad[:, None, :]
-    else:
-        for s in range(2):
-            rho[:, s, 0] = eps[s] * sigma * jump
-        if want_block:
-            for s in range(2):
-                for t in range(2):
-                    M[:, s, t, 0, 0] = sigma * (eps[s] * eps[t])
-    b = coefficients.advection(x)
-    if b is not None:
-        bn = _dot(_broadcast(b, n, xp), normal)
-        for s in range(2):
-            inflow = (eps[s] * bn) < 0
-            rho[:, s, 0] += xp.where(inflow, -bn * jump, 0.0)
-            if want_block:
-                for t in range(2):
-                    M[:, s, t, 0, 0] += xp.where(inflow, -bn * eps[t], 0.0)
-    return PointForms(M, rho)
+    same = not coefficients.problem.iterate_arguments("diffusion")  # then both sides see the same A
+    diff1 = diff0 if same else coefficients.diffusion(x, u1, g1)
+    M, rho = _outputs(xp, n, (2,), d + 1, want)
+    run("interior", n, diff0.A, diff0.dA, diff0.dag, diff1.A, diff1.dA, diff1.dag, coefficients.advection(x), u0, g0,
+        u1, g1, xp.ascontiguousarray(normal), sigma, want, M, rho)
+    return PointForms(M if want else None, rho)
 
 
-def boundary_forms(coefficients: IterateCoefficients, x, normal, u, g, sigma, want_block: bool = True) -> PointForms:
-    """M (n, D, D) and rho (n, D) at boundary-face points (``normal`` outward, ``sigma`` per point).
-
-    Split pointwise as the linear forms are: Dirichlet where n.A n > 0 off the Neumann part, Neumann where
-    n.A n > 0 on it, inflow where b.n < 0 off the diffusive Neumann part.
-    """
-    problem, xp = coefficients.problem, coefficients.xp
-    n, d = x.shape
-    D = d + 1
-    dtype = x.dtype
-    rho = xp.zeros((n, D), dtype=dtype)
-    M = xp.zeros((n, D, D), dtype=dtype) if want_block else None
-    gD = problem.dirichlet_at(x, xp) if problem.dirichlet is not None else xp.zeros((1,), dtype=dtype)
-    gD = _broadcast(gD, n, xp)
-    neumann = _broadcast(problem.neumann_mask(x, normal, xp), n, xp) if problem.has_neumann else None
-    diffusive = xp.zeros(n, dtype=bool)
+def boundary_forms(coefficients: CoefficientsAtIterate, x, normal, u, g, sigma, want: bool = True,
+                   run=run_on_host) -> PointForms:
+    """M (n, D, D) and rho (n, D) at boundary-face points (``normal`` outward, ``sigma`` per point)."""
+    xp = coefficients.xp
+    n, d = int(x.shape[0]), int(x.shape[1])
     diff = coefficients.diffusion(x, u, g)
-    if diff is not None:
-        A = _broadcast(diff.A, n, xp)
-        An = _rmatvec(A, normal)
-        diffusive = _dot(An, normal) > 0
-        dirichlet = diffusive if neumann is None else diffusive & ~neumann
-        r = xp.where(dirichlet, u - gD, 0.0)
-        on = dirichlet.astype(dtype)
-        F, dF_du, dF_dg = coefficients.flux(diff, g)
-        rho[:, 0] = on * (sigma * r - _dot(F, normal))
-        rho[:, 1:] = -r[:, None] * An
-        if want_block:
-            M[:, 0, 0] = on * sigma
-            if dF_du is not None:
-                M[:, 0, 0] -= on * _dot(dF_du, normal)
-            M[:, 0, 1:] = -on[:, None] * _rmatvec(_broadcast(dF_dg, n, xp), normal)
-            M[:, 1:, 0] = -on[:, None] * An
-            if diff.dA_du is not None:
-                M[:, 1:, 0] -= r[:, None] * _rmatvec(diff.dA_du, normal)
-            if diff.da_dgrad is not None:
-                M[:, 1:, 1:] -= r[:, None, None] * normal[:, :, None] * diff.da_dgrad[:, None, :]
-        if neumann is not None and problem.neumann is not None:
-            gN = _broadcast(problem.neumann_at(x, normal, xp), n, xp)
-            rho[:, 0] -= xp.where(diffusive & neumann, gN, 0.0)
-    b = coefficients.advection(x)
-    if b is not None:
-        bn = _dot(_broadcast(b, n, xp), normal)
-        inflow = bn < 0
-        if neumann is not None:
-            inflow = inflow & ~(diffusive & neumann)
-        rho[:, 0] += xp.where(inflow, -bn * (u - gD), 0.0)
-        if want_block:
-            M[:, 0, 0] += xp.where(inflow, -bn, 0.0)
-    return PointForms(M, rho)
+    gD, gN, neu = coefficients.boundary_data(x, normal)
+    M, rho = _outputs(xp, n, (), d + 1, want)
+    run("boundary", n, diff.A, diff.dA, diff.dag, coefficients.advection(x), u, g, xp.ascontiguousarray(normal),
+        sigma, gD, gN, neu, want, M, rho)
+    return PointForms(M if want else None, rho)

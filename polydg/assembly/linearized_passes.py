@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from . import linearized_kernels as LK
 from .fields import field_at_points
-from .linearization import IterateCoefficients, PointForms, boundary_forms, interior_forms, volume_forms
+from .linearization import CoefficientsAtIterate, PointForms, boundary_forms, interior_forms, run_on_host, volume_forms
 from .passes import chunk_interfaces, expand_ranges
 from .penalty import penalty_from_weights
 from .plan import AssemblyPlan
@@ -51,6 +51,7 @@ class HostExecutor:
     """The passes' means on the CPU: NumPy arrays, points by ``points.py``, the Numba row kernels."""
 
     xp = np
+    run_forms = staticmethod(run_on_host)
 
     def __init__(self, plan: AssemblyPlan):
         self.plan = plan
@@ -149,7 +150,7 @@ def linearize(plan: AssemblyPlan, problem, executor, u, *, weights: np.ndarray, 
         timer.t[key] = 0.0
     executor.begin(u, want_jacobian, timer)
     t_all = time.perf_counter()
-    coefficients = IterateCoefficients(problem, executor.xp, newton)
+    coefficients = CoefficientsAtIterate(problem, executor.xp, newton)
     a_bound = np.zeros(plan.mesh.n_elements)
     _volume_pass(plan, executor, coefficients, a_bound)
     t = time.perf_counter()
@@ -171,7 +172,7 @@ def _timed(executor, key: str, start: float) -> float:
     return executor.timer.add(key, start)
 
 
-def _volume_pass(plan: AssemblyPlan, executor, coefficients: IterateCoefficients, a_bound: np.ndarray) -> None:
+def _volume_pass(plan: AssemblyPlan, executor, coefficients: CoefficientsAtIterate, a_bound: np.ndarray) -> None:
     mesh = plan.mesh
     for e_lo, e_hi in plan.chunks:
         t = time.perf_counter()
@@ -183,14 +184,14 @@ def _volume_pass(plan: AssemblyPlan, executor, coefficients: IterateCoefficients
         elements = mesh.simplex_element[s_lo:s_hi]
         u, g = executor.iterate(elements, batch)
         t = _timed(executor, "iterate", t)
-        forms, a = volume_forms(coefficients, batch.x, u, g, executor.want)
+        forms, a = volume_forms(coefficients, batch.x, u, g, executor.want, executor.run_forms)
         executor.gather_bound(a, batch, elements, a_bound)
         t = _timed(executor, "forms", t)
         executor.volume_rows(e_lo, e_hi, s_lo, batch, forms)
         _timed(executor, "element_kernel", t)
 
 
-def _interior_pass(plan: AssemblyPlan, executor, coefficients: IterateCoefficients, sigma: np.ndarray) -> None:
+def _interior_pass(plan: AssemblyPlan, executor, coefficients: CoefficientsAtIterate, sigma: np.ndarray) -> None:
     mesh = plan.mesh
     for e_lo, e_hi in plan.chunks:
         ifs = chunk_interfaces(plan, e_lo, e_hi)
@@ -205,14 +206,14 @@ def _interior_pass(plan: AssemblyPlan, executor, coefficients: IterateCoefficien
         t = _timed(executor, "iterate", t)
         normals = executor.per_point(mesh.face_normal[faces], batch)
         forms = interior_forms(coefficients, batch.x, normals, sides, executor.per_point(sigma[faces], batch),
-                               executor.want)
+                               executor.want, executor.run_forms)
         t = _timed(executor, "forms", t)
         executor.interior_rows(e_lo, e_hi, batch, forms)
         _timed(executor, "interior_kernel", t)
         executor.mark_faces(faces, False)
 
 
-def _boundary_pass(plan: AssemblyPlan, executor, coefficients: IterateCoefficients, sigma: np.ndarray) -> None:
+def _boundary_pass(plan: AssemblyPlan, executor, coefficients: CoefficientsAtIterate, sigma: np.ndarray) -> None:
     mesh = plan.mesh
     for e_lo, e_hi in plan.chunks:
         f0, f1 = int(plan.boundary_offsets[e_lo]), int(plan.boundary_offsets[e_hi])
@@ -227,7 +228,7 @@ def _boundary_pass(plan: AssemblyPlan, executor, coefficients: IterateCoefficien
         t = _timed(executor, "iterate", t)
         normals = executor.per_point(mesh.face_normal[faces], batch)
         forms = boundary_forms(coefficients, batch.x, normals, u, g, executor.per_point(sigma[faces], batch),
-                               executor.want)
+                               executor.want, executor.run_forms)
         t = _timed(executor, "forms", t)
         executor.boundary_rows(e_lo, e_hi, batch, forms)
         _timed(executor, "boundary_kernel", t)

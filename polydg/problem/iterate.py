@@ -93,28 +93,28 @@ def diffusion_at_iterate(problem, x, u=None, grad_u=None, xp=np, derivatives: bo
     """A at the points for the iterate (u, grad_u) there; with ``derivatives``, dA/du and da/d(grad u).
 
     The values are checked as :meth:`~polydg.problem.Problem.diffusion_at` checks them (finite, symmetric,
-    non-negative diagonal); the derivatives for shape and finiteness.
+    non-negative diagonal; a scalar a finite and >= 0); the derivatives for shape and finiteness.
     """
     named = problem.iterate_arguments("diffusion")
-    if not named or not derivatives:
-        return DiffusionAtIterate(problem.diffusion_at(x, xp, u=u, grad_u=grad_u))
+    if not named:
+        return DiffusionAtIterate(problem.diffusion_at(x, xp))
     x = xp.asarray(x)
     n, d = int(x.shape[0]), int(x.shape[1])
     dtype = x.dtype if x.dtype.kind == "f" else xp.float64
     given_du, given_dg = problem.diffusion_du, problem.diffusion_dgrad_u
     dA = dg = None
-    if "u" in named and given_du is None:
+    if derivatives and "u" in named and given_du is None:
         value, dA = _complex_call(problem, "diffusion", x, u, grad_u, xp, "u")
     else:
         value = xp.asarray(problem._call("diffusion", x, u=u, grad_u=grad_u))
-        if "u" in named:
+        if derivatives and "u" in named:
             dA = xp.asarray(problem._call("diffusion_du", x, u=u, grad_u=grad_u))
     scalar = tuple(value.shape) == (n,)
-    if "grad_u" in named:
-        if not scalar:
-            raise ProblemError(
-                f"problem {problem.name!r}: a diffusion of grad_u must be scalar, a(x, u, grad_u) returning (n,) "
-                f"(the p-Laplacian type); got shape {tuple(value.shape)}")
+    if "grad_u" in named and not scalar:
+        raise ProblemError(
+            f"problem {problem.name!r}: a diffusion of grad_u must be scalar, a(x, u, grad_u) returning (n,) "
+            f"(the p-Laplacian type); got shape {tuple(value.shape)}")
+    if derivatives and "grad_u" in named:
         if given_dg is None:
             dg = xp.stack([_complex_call(problem, "diffusion", x, u, grad_u, xp, "grad_u", k)[1] for k in range(d)],
                           axis=1)
@@ -122,12 +122,23 @@ def diffusion_at_iterate(problem, x, u=None, grad_u=None, xp=np, derivatives: bo
             dg = xp.asarray(problem._call("diffusion_dgrad_u", x, u=u, grad_u=grad_u))
         dg = _checked_like(problem, "diffusion_dgrad_u", dg, x, (n, d), xp, dtype)
     eye = xp.eye(d, dtype=dtype)
-    A = problem._checked("diffusion", value[:, None, None] * eye if scalar else value, x, (n, d, d), xp, dtype)
-    problem.check_diffusion_values(A, x, xp)
+    if scalar:  # a I: symmetric by construction; a must be >= 0
+        a = problem._checked("diffusion", value, x, (n,), xp, dtype)
+        if n and bool((a < 0).any()):
+            i = int(xp.flatnonzero(a < 0)[0])
+            problem._fail("diffusion", f"is negative at x = {_format_point(x[i])}: {float(a[i])!r}")
+        A = a[:, None, None] * eye
+    else:
+        A = problem._checked("diffusion", value, x, (n, d, d), xp, dtype)
+        problem.check_diffusion_values(A, x, xp)
     if dA is not None:
         dA = _checked_like(problem, "diffusion_du", dA[:, None, None] * eye if tuple(dA.shape) == (n,) else dA,
                            x, (n, d, d), xp, dtype)
     return DiffusionAtIterate(A, dA, dg)
+
+
+def _format_point(x) -> str:
+    return "[" + ", ".join(f"{float(v):.6g}" for v in (x.get() if hasattr(x, "get") else x)) + "]"
 
 
 def scalar_at_iterate(problem, name: str, x, u=None, grad_u=None, xp=np, derivatives: bool = True):
