@@ -64,6 +64,7 @@ def summary_dict(*, mesh, space, result, options: dict, timings: dict, errors: d
         "problem": options.get("problem"),
         "penalty": result.info["penalty"],
         "quadrature_extra": result.info["quadrature_extra"],
+        "assembly_options": result.info.get("options"),
         "quadrature_simplices": options.get("quadrature_simplices", "fine"),
         "memory_budget_mb": options.get("memory_budget"),
         "repeat": options.get("repeat", 1),

@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from polydg.assembly.scope import AssemblyScope
 from polydg.mesh import from_spec
 from polydg.partition import agglomerate
 from polydg.problem import Problem, builtin_problem
@@ -33,7 +34,7 @@ CASES = {
     "3d-change-of-type": ("cube:1", 3, (1, 2), "change-of-type"),
 }
 
-#: variant -> assemble() options; "rows-again" repeats "rows" (bitwise repeatability)
+#: variant -> assemble() keywords (options, and a scope); "rows-again" repeats "rows" (bitwise repeatability)
 VARIANTS = {
     "rows": {"approach": "2"},
     "rows-again": {"approach": "2"},
@@ -47,14 +48,14 @@ EXTRA = {
     "2d-all-kinds": {
         "rows-chunked": {"approach": "2", "memory_budget_mb": 0.002},
         "atomic-chunked": {"approach": "atomic", "memory_budget_mb": 0.002},
-        "rows-range": {"approach": "2", "elements": np.arange(1, 3)},
+        "rows-range": {"approach": "2", "scope": AssemblyScope(elements=np.arange(1, 3))},
         # a gap in the element set (an MPI rank's owned elements in its sub-mesh): element 1's rows are skipped
-        "rows-gap": {"approach": "2", "elements": np.array([0, 2])},
-        "atomic-gap": {"approach": "atomic", "elements": np.array([0, 2])},
+        "rows-gap": {"approach": "2", "scope": AssemblyScope(elements=np.array([0, 2]))},
+        "atomic-gap": {"approach": "atomic", "scope": AssemblyScope(elements=np.array([0, 2]))},
     },
     "3d-all-kinds": {
-        "rows-gap": {"approach": "2", "elements": np.array([0, 2])},
-        "atomic-gap": {"approach": "atomic", "elements": np.array([0, 2])},
+        "rows-gap": {"approach": "2", "scope": AssemblyScope(elements=np.array([0, 2]))},
+        "atomic-gap": {"approach": "atomic", "scope": AssemblyScope(elements=np.array([0, 2]))},
     },
 }
 

@@ -36,7 +36,7 @@ def case_spaces(shared: Path | None):
 def main(out: Path, shared: Path | None) -> None:
     from mpi4py import MPI
 
-    from polydg.assembly import assemble
+    from polydg.assembly import AssemblyOptions
     from polydg.distributed import assemble_distributed
     from polydg.problem import builtin_problem
 
@@ -48,8 +48,8 @@ def main(out: Path, shared: Path | None) -> None:
     for name, dim, problem_name in names:
         problem = builtin_problem(problem_name, dim)
         for approach in APPROACHES:
-            if approach == "atomic":  # the same path, through assemble(comm=)
-                result = assemble(spaces.get(name), problem, approach=approach, comm=comm)
+            if approach == "atomic":  # the same path, with an options object
+                result = assemble_distributed(spaces.get(name), problem, comm, AssemblyOptions(approach=approach))
             else:
                 result = assemble_distributed(spaces.get(name), problem, comm, approach=approach)
             whole = result.gather()

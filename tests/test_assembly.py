@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from polydg.assembly import assemble
+from polydg.assembly import AssemblyOptions, AssemblyScope, assemble
 from polydg.assembly.assembler import APPROACHES
 from polydg.errors import OptionError
 from polydg.mesh import build_polytopic_mesh, from_spec
@@ -152,7 +152,8 @@ def test_row_range_assembly_matches_whole_matrix():
     space = DGSpace(MESH_2D, 2)
     whole = assemble(space, problem)
     n = MESH_2D.n_elements
-    parts = [assemble(space, problem, elements=np.arange(a, b)) for a, b in [(0, n // 3), (n // 3, n)]]
+    parts = [assemble(space, problem, scope=AssemblyScope(elements=np.arange(a, b)))
+             for a, b in [(0, n // 3), (n // 3, n)]]
     stacked = sp.vstack([p.matrix for p in parts]).tocsr()
     assert np.array_equal(stacked.toarray(), whole.matrix.toarray())
     assert np.array_equal(np.concatenate([p.rhs for p in parts]), whole.rhs)
@@ -167,7 +168,7 @@ def test_rows_of_any_element_subset_are_the_whole_matrix_rows_bitwise(approach):
     space = DGSpace(mesh, np.random.default_rng(3).integers(1, 4, mesh.n_elements))
     whole = assemble(space, problem, approach=approach)
     subset = np.flatnonzero(np.random.default_rng(5).random(mesh.n_elements) < 0.4)
-    part = assemble(space, problem, approach=approach, elements=subset)
+    part = assemble(space, problem, approach=approach, scope=AssemblyScope(elements=subset))
     rows = np.concatenate([np.arange(space.dof_offsets[e], space.dof_offsets[e + 1]) for e in subset])
     expected = whole.matrix[rows]
     assert part.matrix.shape == expected.shape and part.matrix.nnz == expected.nnz
@@ -176,7 +177,7 @@ def test_rows_of_any_element_subset_are_the_whole_matrix_rows_bitwise(approach):
     assert np.array_equal(part.matrix.data, expected.data)
     assert np.array_equal(part.rhs, whole.rhs[rows])
     with pytest.raises(OptionError, match="increasing array of element ids"):
-        assemble(space, problem, elements=subset[::-1])
+        assemble(space, problem, scope=AssemblyScope(elements=subset[::-1]))
 
 
 def test_sparsity_pattern_matches_the_matrix_graph_and_checks_interface_order():
@@ -221,8 +222,8 @@ def test_chunk_interfaces_are_the_interfaces_with_a_side_in_the_chunk(spec, n_ag
                 else np.arange(mesh.n_elements))
     ie = mesh.interface_elements
     for budget in (1024, 0.05, 0.01):
-        plan = plan_assembly(space, problem, approach="2", dtype=np.float64, penalty=10.0, penalty_kind="classical",
-                             quadrature_extra=0, memory_budget_mb=budget, elements=elements, timer=Timer())
+        plan = plan_assembly(space, problem, AssemblyOptions(memory_budget_mb=budget), AssemblyScope(elements=elements),
+                             timer=Timer())
         assert budget == 1024 or len(plan.chunks) > 3
         for e_lo, e_hi in plan.chunks + [(0, mesh.n_elements), (3, 4), (5, 5)]:
             side = (ie >= e_lo) & (ie < e_hi)

@@ -33,7 +33,8 @@ RANKS = (1, 2, 3, 4)
 
 
 def mpiexec(n: int, *args, timeout: float = 300, cwd=None, env_extra=None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    # this checkout's polydg for the scripts too (a script's own folder comes first on its sys.path)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(HERE.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("NUMBA_NUM_THREADS", None)
     env.update(env_extra or {})
     return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, *map(str, args)], capture_output=True, text=True,

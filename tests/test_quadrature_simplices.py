@@ -141,7 +141,7 @@ def _polynomial_slab_problem():
 
 @pytest.mark.parametrize("local_steps", [None, "1:3"])
 def test_a_slab_on_coarse_triangles_is_the_slab_on_fine_ones(odd, local_steps):
-    from polydg.assembly import assemble
+    from polydg.assembly import AssemblyScope, assemble
     from polydg.space import DGSpace
     from polydg.spacetime import slab_mesh, slab_problem
     from polydg.spacetime.slab import random_local_steps
@@ -154,7 +154,7 @@ def test_a_slab_on_coarse_triangles_is_the_slab_on_fine_ones(odd, local_steps):
         slab = slab_mesh(mesh, 0.0, 0.25, steps)
         scale = None if steps is None else (np.abs(slab.face_normal[:, 2]) != 1).astype(float)
         space = DGSpace(slab, degree if steps is None else np.repeat(degree, steps))
-        results.append(assemble(space, problem, face_penalty_scale=scale))
+        results.append(assemble(space, problem, scope=AssemblyScope(face_penalty_scale=scale)))
         sizes.append((slab.n_simplices, slab.n_boundary_faces))
     assert sizes[1][0] < sizes[0][0] and sizes[1][1] < sizes[0][1]  # fewer tetrahedra, fewer top/bottom faces
     A, B = results[0].matrix, results[1].matrix

@@ -473,14 +473,15 @@ def test_local_steps_are_backward_euler_steps_of_each_element(space_mesh):
 
 def test_faces_between_local_steps_carry_no_penalty(space_mesh):
     """(K, 0) and (K, 1) meet only on a time plane: their coupling is the upwind jump whatever the diffusion."""
-    from polydg.assembly import assemble
+    from polydg.assembly import AssemblyScope, assemble
     from polydg.space import DGSpace
 
     slab = slab_mesh(space_mesh, 0.0, 0.1, local_steps=2)
     space = DGSpace(slab, 1)
     scale = (np.abs(slab.face_normal[:, 2]) != 1).astype(float)
+    between_steps = AssemblyScope(face_penalty_scale=scale)
     A = {a: assemble(space, slab_problem(Problem("d", diffusion=a, reaction=1.0, space_time=True, initial=0.0),
-                                         2, 0.0, 0.1), face_penalty_scale=scale).matrix.toarray() for a in (0.0, 1.0)}
+                                         2, 0.0, 0.1), scope=between_steps).matrix.toarray() for a in (0.0, 1.0)}
     early, late = space.dof_offsets[0] + np.arange(4), space.dof_offsets[1] + np.arange(4)  # (K0, 0), (K0, 1)
     # the later step's rows see the earlier step's trace (upwind); the earlier step's rows see nothing
     np.testing.assert_array_equal(A[1.0][np.ix_(early, late)], 0.0)
@@ -538,7 +539,7 @@ def _variable_problem(u, parts):
 
 @pytest.mark.parametrize("basis, local_steps", [("P", None), ("PQ", "1:3")])
 def test_a_slab_is_the_steady_3d_problem_on_its_prisms(space_mesh, basis, local_steps):
-    from polydg.assembly import assemble
+    from polydg.assembly import AssemblyScope, assemble
     from polydg.solve import solve
 
     # a solution in the space: PQ_1 for PQ, P_1 for P (the degrees are 1 and 2)
@@ -553,7 +554,7 @@ def test_a_slab_is_the_steady_3d_problem_on_its_prisms(space_mesh, basis, local_
 
     steady = Problem("steady-3d", diffusion=A3, advection=np.append(w, 1.0), reaction=2.0, source=source,
                      dirichlet=u, exact=u, dim=3)  # g_D = u on the bottom: the inflow value u_0
-    ref = assemble(space, steady, face_penalty_scale=scale)
+    ref = assemble(space, steady, scope=AssemblyScope(face_penalty_scale=scale))
     st = Problem("st", diffusion=a, advection=w, reaction=2.0, source=source, dirichlet=u, exact=u, space_time=True,
                  initial=lambda x: u(at_time(x, 0.0)))
     result = march(space_mesh, st, degree, [0.0, 0.25], space_time_basis=basis, local_steps=steps,
@@ -568,20 +569,21 @@ def test_a_slab_is_the_steady_3d_problem_on_its_prisms(space_mesh, basis, local_
 
 @pytest.mark.parametrize("basis, local_steps", [("P", None), ("PQ", "1:3")])
 def test_the_three_reductions_agree_on_a_slab(space_mesh, basis, local_steps):
-    from polydg.assembly import assemble
+    from polydg.assembly import AssemblyScope, assemble
 
     a, w, source = _variable_problem(_pq1, _pq1_parts)
     space, _, _, scale = _slab_space(space_mesh, basis, local_steps)
     problem = slab_problem(Problem("st", diffusion=a, advection=w, reaction=2.0, source=source, dirichlet=_pq1,
                                    space_time=True, initial=0.0), 2, 0.0, 0.25)
-    results = {r: assemble(space, problem, approach=r, face_penalty_scale=scale) for r in ("2", "atomic", "1")}
+    between_steps = AssemblyScope(face_penalty_scale=scale)
+    results = {r: assemble(space, problem, approach=r, scope=between_steps) for r in ("2", "atomic", "1")}
     ref = results["2"].matrix
     for r in ("atomic", "1"):
         assert abs(results[r].matrix - ref).max() <= 1e-13 * np.abs(ref).max(), r
         np.testing.assert_allclose(results[r].rhs, results["2"].rhs, rtol=0,
                                    atol=1e-13 * np.abs(results["2"].rhs).max())
     # the default is bitwise the same whatever the chunks
-    small = assemble(space, problem, memory_budget_mb=0.02, face_penalty_scale=scale)
+    small = assemble(space, problem, memory_budget_mb=0.02, scope=between_steps)
     assert small.info["chunks"] > 1
     np.testing.assert_array_equal(small.matrix.data, ref.data)
     np.testing.assert_array_equal(small.rhs, results["2"].rhs)
@@ -592,7 +594,7 @@ def test_the_three_reductions_agree_on_a_slab(space_mesh, basis, local_steps):
     try:
         for threads in {1, numba.config.NUMBA_NUM_THREADS}:
             numba.set_num_threads(threads)
-            again = assemble(space, problem, memory_budget_mb=0.02, face_penalty_scale=scale)
+            again = assemble(space, problem, memory_budget_mb=0.02, scope=between_steps)
             np.testing.assert_array_equal(again.matrix.data, ref.data)
             np.testing.assert_array_equal(again.rhs, results["2"].rhs)
     finally:
@@ -653,7 +655,7 @@ LOAD_CASES = {
 @pytest.mark.parametrize("basis, local_steps", [("P", None), ("PQ", [1, 2, 1, 3, 2, 1, 1, 2])])
 @pytest.mark.parametrize("case", sorted(LOAD_CASES))
 def test_the_load_alone_is_the_full_assemblys_load(space_mesh, basis, local_steps, case):
-    from polydg.assembly import assemble
+    from polydg.assembly import AssemblyScope, assemble
     from polydg.space import DGSpace
 
     problem = Problem(case, space_time=True, initial=0.0, **LOAD_CASES[case])
@@ -661,15 +663,16 @@ def test_the_load_alone_is_the_full_assemblys_load(space_mesh, basis, local_step
     scale = None if local_steps is None else (np.abs(mesh.face_normal[:, -1]) != 1.0).astype(float)
     space = DGSpace(mesh, 1, basis)
     slab = slab_problem(problem, 2, 0.5, 0.75)
-    full = assemble(space, slab, face_penalty_scale=scale)
+    full = assemble(space, slab, scope=AssemblyScope(face_penalty_scale=scale))
     assert np.abs(full.rhs).max() > 1.0
     off_bottom = mesh.face_normal[:, -1] != -1.0  # the march's: g_D is 0 on the bottom face
     for faces in (None, off_bottom):
-        load = assemble(space, slab, face_penalty=full.face_penalty, matrix=False, load_boundary_faces=faces)
+        load = assemble(space, slab, matrix=False,
+                        scope=AssemblyScope(face_penalty=full.face_penalty, load_boundary_faces=faces))
         assert load.matrix is None and load.info["assembled"] == "load"
         np.testing.assert_allclose(load.rhs, full.rhs, rtol=0, atol=1e-13 * np.abs(full.rhs).max())
     with pytest.raises(OptionError, match="load_boundary_faces is for the load alone"):
-        assemble(space, slab, load_boundary_faces=off_bottom)
+        assemble(space, slab, scope=AssemblyScope(load_boundary_faces=off_bottom))
 
 
 @pytest.mark.parametrize("basis, local_steps", [("P", None), ("PQ", [1, 2, 1, 3, 2, 1, 1, 2])])

@@ -40,14 +40,14 @@ from ..threads import thread_count
 from .coefficients import Coefficients
 from .passes import PassContext, boundary_face_pass, boundary_modes, interior_face_pass, volume_pass
 from .pattern import compile_pattern_kernels
-from .penalty import PENALTY_KINDS, compile_penalty_kernels
+from .penalty import compile_penalty_kernels
+from .options import APPROACHES, PRECISIONS, AssemblyOptions, assembly_options
 from .plan import plan_assembly
 from .points import compile_point_kernels
+from .scope import AssemblyScope
 from .timing import TIMING_KEYS, Timer
 from .workspace import Workspace
 
-APPROACHES = ("2", "atomic", "1")
-PRECISIONS = {"double": np.float64, "single": np.float32}
 __all__ = ["APPROACHES", "PRECISIONS", "TIMING_KEYS", "AssemblyResult", "assemble"]
 
 
@@ -75,13 +75,9 @@ class AssemblyResult:
 # the driver
 
 
-def assemble(space, problem, *, approach: str = "2", precision: str = "double", penalty: float = 10.0,
-             penalty_kind: str = "classical", quadrature_extra: int = 0, memory_budget_mb: float = 1024.0,
-             backend: str = "numpy", elements: np.ndarray | None = None, face_penalty: np.ndarray | None = None,
-             face_penalty_scale: np.ndarray | None = None, column_numbering: tuple | None = None,
-             progress: Callable[[str, int, int], None] | None = None,
-             workspace: Workspace | None = None, to_host: bool = False, comm=None,
-             matrix: bool = True, load_boundary_faces: np.ndarray | None = None) -> AssemblyResult:
+def assemble(space, problem, options: AssemblyOptions | None = None, *, matrix: bool = True,
+             progress: Callable[[str, int, int], None] | None = None, workspace: Workspace | None = None,
+             scope: AssemblyScope | None = None, **choices) -> AssemblyResult:
     """Assemble the IP-dG matrix and load vector of ``problem`` on ``space``.
 
     Parameters
@@ -89,49 +85,10 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     space : DGSpace
     problem : a Problem, a callable returning one, or any object with the contract's attributes
         (methods ``diffusion``, ``advection``, ...; see :func:`polydg.problem.as_problem`)
-    approach : "2" (default, reproducible), "atomic" or "1" (baseline)
-    precision : "double" or "single"
-    penalty : C_sigma, the penalty constant
-    penalty_kind : "classical" (default, C_sigma a p^2 / h_K) or "paper" (Appendix A,
-        faces read as whole interfaces); see :mod:`polydg.assembly.penalty`
-        for the convergence runs behind the default
-    quadrature_extra : added to the default exactness degree 2p + 1
-    memory_budget_mb : bound on the working memory of one chunk of quadrature points
-    backend : "numpy" (the CPU path), "cupy" (the GPU path: ``cuda_passes.py``, the same plan
-        executed by numba-cuda kernels) or "auto" (cupy when a GPU is usable)
-    elements : assemble only the rows of these elements (an increasing
-        array of element ids: the rows of one MPI rank), numbered
-        consecutively in that order; columns stay global.  Default all.
-        The chunks cover ``elements[0]:elements[-1] + 1``, so the work is
-        that of the range they span (:mod:`polydg.distributed` gives each
-        rank a sub-mesh in which they span only themselves and their halo).
-    face_penalty : sigma_F per face of the mesh, instead of computing it from
-        ``penalty`` and ``penalty_kind`` (a rank's sub-mesh lacks the
-        neighbours' other faces that the paper's formula reads)
-    face_penalty_scale : (n_faces,) factors on the faces' penalties, default
-        none (all 1).  A space-time slab with local time steps passes 0 on
-        the faces between an element's steps: A = diag(a, 0) has no normal
-        part there, and the dG-in-time jump is the upwind term alone
-    column_numbering : ``(label, first, n)``: element e's columns are
-        ``first[e]:first[e] + n_e`` of n, each row's blocks in the order of
-        ``label`` (how an MPI rank writes the rank numbering's columns
-        directly; :func:`~polydg.assembly.pattern.sparsity_pattern`);
-        approaches 2 and atomic
-    progress : called as ``progress(stage, done, total)`` after each chunk
-    workspace : a :class:`~polydg.assembly.Workspace` to keep the work arrays
-        (quadrature points, coefficient values) in from one call to the next,
-        for repeated assemblies (time steps, nonlinear iterations, timing
-        runs); default a new one per call.  Only the first call that needs
-        an array pays for its new memory: at 2D p = 1 (2M points, 25k dofs)
-        that is about 0.005 s of a 0.05 s assembly.  The returned matrix and
-        vector never share memory with it; one assembly at a time may use it.
-    to_host : with backend "cupy", return a SciPy matrix and a NumPy vector
-        instead of a ``cupyx.scipy.sparse.csr_matrix`` and a CuPy array
-    comm : an mpi4py communicator (any number of ranks, one included): the
-        assembly is distributed over its ranks (:func:`polydg.distributed.assemble_distributed`;
-        ``space`` is read on rank 0 only) and each rank gets a
-        :class:`~polydg.distributed.DistributedAssembly` of its rows, whose
-        ``gather()`` gives rank 0 this function's one-process result bit for bit
+    options : an :class:`~polydg.assembly.AssemblyOptions` (approach, precision, penalty and its
+        kind, quadrature, memory budget, backend, host copy); default the session's defaults
+    choices : the same fields as keywords, over ``options`` (``assemble(space, problem,
+        approach="atomic")``); an unknown name is an :class:`~polydg.errors.OptionError`
     matrix : False assembles the load vector alone (``AssemblyResult.matrix`` is None): the
         volume source term, the Dirichlet terms (penalty included), the inflow and Neumann terms,
         from the same rules and the same compiled kernels, which then skip every block (no
@@ -139,13 +96,20 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         unchanged matrix: a space-time march's slabs whose coefficients do not depend on t.
         The default approach's load to round-off (by the row kernels whatever the ``approach``:
         the three approaches' loads agree to round-off); CPU backend only
-    load_boundary_faces : with ``matrix=False``, (n_faces,) bool: the boundary faces whose
-        terms the caller wants in the load (default all).  A space-time slab leaves out its
-        bottom face: its inflow value is the previous slab's trace, a load of its own
+    progress : called as ``progress(stage, done, total)`` after each chunk
+    workspace : a :class:`~polydg.assembly.Workspace` to keep the work arrays
+        (quadrature points, coefficient values) in from one call to the next,
+        for repeated assemblies (time steps, nonlinear iterations, timing
+        runs); default a new one per call.  Only the first call that needs
+        an array pays for its new memory.  The returned matrix and
+        vector never share memory with it; one assembly at a time may use it.
+    scope : an :class:`~polydg.assembly.AssemblyScope`: the rows to assemble (default all) and what
+        the layer above fixes (given penalties, penalty scales, column numbering, the load's
+        boundary faces); built by :mod:`polydg.distributed` and :mod:`polydg.spacetime`
 
     Returns
     -------
-    AssemblyResult (a DistributedAssembly with ``comm``)
+    AssemblyResult; on several MPI ranks use :func:`polydg.distributed.assemble_distributed`
 
     >>> from polydg.mesh import unit_square
     >>> from polydg.partition import agglomerate
@@ -155,62 +119,25 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     >>> result = assemble(space, builtin_problem("poisson", 2))
     >>> result.matrix.shape == (space.n_dofs, space.n_dofs)
     True
+    >>> assemble(space, builtin_problem("poisson", 2), precision="single").matrix.dtype
+    dtype('float32')
     """
-    if comm is not None:
-        if elements is not None or face_penalty is not None:
-            raise OptionError("elements and face_penalty are chosen per rank by the distributed assembly")
-        from ..distributed.assembly import assemble_distributed
-
-        return assemble_distributed(space, problem, comm, approach=approach, precision=precision, penalty=penalty,
-                                    penalty_kind=penalty_kind, quadrature_extra=quadrature_extra,
-                                    memory_budget_mb=memory_budget_mb, backend=backend, progress=progress,
-                                    workspace=workspace, matrix=matrix)
-    approach = str(approach)
-    if approach not in APPROACHES:
-        raise OptionError(f"unknown approach {approach!r}; choose one of {', '.join(APPROACHES)}")
-    if precision not in PRECISIONS:
-        raise OptionError(f"unknown precision {precision!r}; choose double or single")
-    if penalty_kind not in PENALTY_KINDS:
-        raise OptionError(f"unknown penalty kind {penalty_kind!r}; choose one of {', '.join(PENALTY_KINDS)}")
-    if not penalty > 0:
-        raise OptionError(f"penalty constant must be positive, got {penalty}")
-    if quadrature_extra < 0:
-        raise OptionError(f"quadrature extra degree must be >= 0, got {quadrature_extra}")
-    if not memory_budget_mb > 0:
-        raise OptionError(f"memory budget must be positive, got {memory_budget_mb} MB")
-    if face_penalty_scale is not None:
-        face_penalty_scale = np.asarray(face_penalty_scale, dtype=np.float64)
-        if face_penalty_scale.shape != (space.mesh.n_faces,) or not (face_penalty_scale >= 0).all():
-            raise OptionError(f"face_penalty_scale must be ({space.mesh.n_faces},) factors >= 0 (one per face), "
-                              f"got shape {face_penalty_scale.shape}")
-    backend = bk.resolve_backend(backend)
-    on_device = bk.is_device(backend)
-    if load_boundary_faces is not None:
-        load_boundary_faces = np.asarray(load_boundary_faces, dtype=bool)
-        if matrix or load_boundary_faces.shape != (space.mesh.n_faces,):
-            raise OptionError(f"load_boundary_faces is for the load alone (matrix=False), one bool per face "
-                              f"({space.mesh.n_faces}); got shape {load_boundary_faces.shape}")
+    options = assembly_options(options, choices)
+    scope = AssemblyScope() if scope is None else scope
+    if not isinstance(scope, AssemblyScope):
+        raise OptionError(f"scope must be an AssemblyScope, got {type(scope).__name__}")
+    mesh = space.mesh
+    scope.check(mesh, options.approach, matrix)
+    run = options.resolved()  # "auto" decided; approach 1 refused on a GPU
+    on_device = bk.is_device(run.backend)
     if on_device and not matrix:
         raise OptionError("the load alone (matrix=False) is assembled on the CPU (backend numpy) for now")
-    if on_device and approach == "1":
-        raise OptionError("approach '1' runs on the CPU only; on a GPU use approach 2 or atomic")
-    if backend == "cupy":  # a chunk's points and coefficients must also fit the device's free memory
-        memory_budget_mb = min(memory_budget_mb, bk.free_memory_bytes("cupy") / 2**20 / 4)
-    dtype = PRECISIONS[precision]
-    mesh = space.mesh
+    if run.backend == "cupy":  # a chunk's points and coefficients must also fit the device's free memory
+        run = run.replace(memory_budget_mb=min(run.memory_budget_mb, bk.free_memory_bytes("cupy") / 2**20 / 4))
     d = mesh.dim
     problem = as_problem(problem, d)  # a Problem as it is; other objects adapted; dimension checked
     n_el = mesh.n_elements
-    if elements is None:
-        elements = np.arange(n_el, dtype=np.int64)
-    elements = np.asarray(elements, dtype=np.int64)
-    if elements.ndim != 1 or len(elements) == 0 or np.any(np.diff(elements) <= 0) or elements[0] < 0 \
-            or elements[-1] >= n_el:
-        raise OptionError(f"elements must be a non-empty increasing array of element ids in [0, {n_el})")
-    if column_numbering is not None and approach == "1":
-        raise OptionError("approach '1' sorts its own triplets: it takes no column_numbering")
-    if face_penalty is not None and np.shape(face_penalty) != (mesh.n_faces,):
-        raise OptionError(f"face_penalty has shape {np.shape(face_penalty)}, expected ({mesh.n_faces},) (one per face)")
+    elements = scope.rows(n_el)
     if workspace is None:
         workspace = Workspace()  # points and coefficients of one chunk at a time, reused by the next
     timer = Timer()
@@ -221,21 +148,17 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     if on_device:  # the pattern's index kernel, which runs before the executor's first launch
         from .cuda_kernels import warm_pattern_indices
 
-        warm_pattern_indices(bk.array_module(backend))
+        warm_pattern_indices(bk.array_module(run.backend))
     timer.add("jit", t)
     jit_before_start = timer.t["jit"]
     t_all = time.perf_counter()
 
-    plan = plan_assembly(space, problem, approach=approach, dtype=dtype, penalty=penalty, penalty_kind=penalty_kind,
-                         quadrature_extra=quadrature_extra, memory_budget_mb=memory_budget_mb, elements=elements,
-                         face_penalty=face_penalty, timer=timer, face_penalty_scale=face_penalty_scale,
-                         column_numbering=column_numbering, backend=backend, matrix=matrix,
-                         load_boundary_faces=load_boundary_faces)
-    coefficients = Coefficients(problem, d, dtype, thread_count(), workspace)
+    plan = plan_assembly(space, problem, run, scope, timer=timer, matrix=matrix)
+    coefficients = Coefficients(problem, d, plan.dtype, thread_count(), workspace)
     if on_device:  # the same plan, a second executor
         from .cuda_passes import assemble_on_device
 
-        matrix, rhs = assemble_on_device(plan, backend, coefficients, workspace, timer, progress, to_host)
+        matrix, rhs = assemble_on_device(plan, run.backend, coefficients, workspace, timer, progress, run.to_host)
     else:
         ctx = PassContext(plan, coefficients, workspace, timer, progress)
         volume_pass(plan, ctx)
@@ -260,13 +183,14 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
         "nnz": int(matrix.nnz) if matrix is not None else 0,
         "assembled": "matrix+load" if matrix is not None else "load",
         "degree": {"min": space.min_degree, "max": space.max_degree},
-        "precision": precision,
-        "backend": backend,
-        "device": bk.device_name(backend),
-        "approach": approach,
-        "penalty": {"constant": penalty, "kind": penalty_kind},
-        "quadrature_extra": quadrature_extra,
+        "precision": options.precision,
+        "backend": run.backend,
+        "device": bk.device_name(run.backend),
+        "approach": options.approach,
+        "penalty": {"constant": options.penalty, "kind": options.penalty_kind},
+        "quadrature_extra": options.quadrature_extra,
         "chunks": len(plan.chunks),
+        "options": options.as_dict(),
         "timings": dict(tt),
     }
     return AssemblyResult(matrix, rhs, plan.face_penalty, info)

@@ -18,10 +18,12 @@ from .. import backend as bk
 from ..basis import legendre_recurrence
 from ..quadrature import default_degree
 from .moments import moment_tables
+from .options import AssemblyOptions
 from .pattern import SparsityPattern, sparsity_pattern
 from .penalty import diffusion_bound
 from .penalty import face_penalty as penalty_of_faces
 from .points import point_counts
+from .scope import AssemblyScope
 from .timing import Timer
 
 #: bytes of working memory per quadrature point (points, weights, normals,
@@ -36,7 +38,9 @@ class AssemblyPlan:
     ``dtype`` is the working precision of the values; ``lo``, ``hi``
     (elements' bounding boxes), ``normal`` and ``sigma`` are given in it.
     ``q_uniform`` is the one rule degree of a space with one polynomial
-    degree (no per-entity degree arrays to count), else None.
+    degree (no per-entity degree arrays to count), else None.  ``options``
+    are those the plan was made with (the backend resolved), ``approach``
+    and ``dtype`` their reduction and working type.
     """
 
     space: object
@@ -61,6 +65,7 @@ class AssemblyPlan:
     chunks: list[tuple[int, int]]
     matrix: bool = True
     load_boundary_faces: np.ndarray | None = None  # (n_faces,) bool, the load alone: its boundary faces
+    options: AssemblyOptions | None = None
 
     @property
     def load_only(self) -> bool:
@@ -76,26 +81,27 @@ class AssemblyPlan:
         return self.q_uniform if self.q_uniform is not None else self.face_q[faces]
 
 
-def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penalty_kind: str,
-                  quadrature_extra: int, memory_budget_mb: float, elements: np.ndarray, timer: Timer,
-                  face_penalty: np.ndarray | None = None, column_numbering: tuple | None = None,
-                  face_penalty_scale: np.ndarray | None = None, backend: str = "numpy",
-                  matrix: bool = True, load_boundary_faces: np.ndarray | None = None) -> AssemblyPlan:
+def plan_assembly(space, problem, options: AssemblyOptions, scope: AssemblyScope | None = None, *,
+                  timer: Timer | None = None, matrix: bool = True) -> AssemblyPlan:
     """The plan of one assembly; the pattern's time goes to ``indices``, the penalty's to ``penalty``.
 
-    With a device ``backend`` (cupy, or the simulator's) the pattern and
-    ``adj_interface`` are built on the device (``device_pattern.py``), the
-    rest of the plan on the host as always.
+    ``options`` with their backend resolved (:meth:`AssemblyOptions.resolved`): with a device
+    backend (cupy, or the simulator's) the pattern and ``adj_interface`` are built on the device
+    (``device_pattern.py``), the rest of the plan on the host as always.
 
     ``matrix=False`` plans the load vector alone: the pattern's rows without its column indices
-    (and, with ``load_boundary_faces``, the boundary terms of those faces only).
+    (and, with the scope's ``load_boundary_faces``, the boundary terms of those faces only).
 
-    ``face_penalty`` (sigma_F per face), when given, is used as it is;
-    ``face_penalty_scale`` (n_faces,), when given, multiplies each face's penalty;
-    ``column_numbering`` goes to :func:`~polydg.assembly.pattern.sparsity_pattern`.
+    The ``scope`` (default: every row) gives the rows; its ``face_penalty`` (sigma_F per face) is used
+    as it is, its ``face_penalty_scale`` multiplies each face's penalty, and its ``column_numbering``
+    goes to :func:`~polydg.assembly.pattern.sparsity_pattern`.
     """
+    scope = AssemblyScope() if scope is None else scope
+    timer = Timer() if timer is None else timer
+    backend, dtype, quadrature_extra = options.backend, options.dtype, options.quadrature_extra
     mesh = space.mesh
     d, n_el = mesh.dim, mesh.n_elements
+    elements, column_numbering = scope.rows(n_el), scope.column_numbering
     degree = space.degree
     # the basis' multi-indices (P or PQ): the kernels read the first nbasis[e] rows, up to 1D degree degree[e]
     basis = getattr(space, "basis", "P")
@@ -116,13 +122,13 @@ def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penal
     adj_interface = xp.full(len(pattern.adj_col), -1, dtype=np.int64)
     adj_interface[pattern.interface_entry[:, 0]] = xp.arange(mesh.n_interfaces, dtype=np.int64)
     adj_interface[pattern.interface_entry[:, 1]] = xp.arange(mesh.n_interfaces, dtype=np.int64)
-    if face_penalty is None:
+    if scope.face_penalty is None:
         a_bound = diffusion_bound(mesh, problem, rule_degree, quadrature_extra)
-        sigma64 = penalty_of_faces(mesh, degree, a_bound, C_sigma=penalty, kind=penalty_kind)
+        sigma64 = penalty_of_faces(mesh, degree, a_bound, C_sigma=options.penalty, kind=options.penalty_kind)
     else:
-        sigma64 = np.ascontiguousarray(face_penalty, dtype=np.float64)
-    if face_penalty_scale is not None:
-        sigma64 = sigma64 * face_penalty_scale
+        sigma64 = np.ascontiguousarray(scope.face_penalty, dtype=np.float64)
+    if scope.face_penalty_scale is not None:
+        sigma64 = sigma64 * scope.face_penalty_scale
     timer.add("penalty", t)
 
     n_int = mesh.n_interior_faces
@@ -130,7 +136,7 @@ def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penal
     q_element = default_degree(rule_degree, quadrature_extra)
     face_q = face_rule_degrees(rule_degree, mesh.face_elements, quadrature_extra)
     return AssemblyPlan(
-        space=space, problem=problem, approach=approach, dtype=dtype, elements=elements, table=table, rec=rec,
+        space=space, problem=problem, approach=options.approach, dtype=dtype, elements=elements, table=table, rec=rec,
         moments=moment_tables(space.max_degree, d, dtype, basis), pattern=pattern, adj_interface=adj_interface,
         face_penalty=sigma64, sigma=sigma64.astype(dtype),
         lo=np.ascontiguousarray(mesh.bbox_min, dtype=dtype), hi=np.ascontiguousarray(mesh.bbox_max, dtype=dtype),
@@ -139,8 +145,8 @@ def plan_assembly(space, problem, *, approach: str, dtype, penalty: float, penal
         q_element=q_element,
         q_uniform=int(default_degree(rule_degree[0], quadrature_extra)) if space.min_degree == space.max_degree
         else None,
-        face_q=face_q, chunks=element_chunks(mesh, q_element, face_q, memory_budget_mb, elements), matrix=matrix,
-        load_boundary_faces=load_boundary_faces)
+        face_q=face_q, chunks=element_chunks(mesh, q_element, face_q, options.memory_budget_mb, elements),
+        matrix=matrix, load_boundary_faces=scope.load_boundary_faces, options=options)
 
 
 def face_rule_degrees(degree: np.ndarray, face_elements: np.ndarray, extra: int) -> np.ndarray:

@@ -5,14 +5,17 @@
     rank 0: space --rank_partition (METIS, kernel-work weights)--> ranks
             --rank_parts--> one RankPart per rank, sent one at a time
     every rank: a_K of its elements --one Allreduce(MAX)--> sigma_F of its faces
-            --assemble(elements=owned, face_penalty=sigma)--> its rows (the
-              single-process plan and passes; no communication)
+            --assemble(options, scope=AssemblyScope(elements=owned, face_penalty=sigma))-->
+              its rows (the single-process plan and passes; no communication)
             --relabel columns--> rows row_range of the rank numbering (PETSc MPIAIJ)
     gather: rank 0 stacks the rows and renumbers them: the one-process matrix, bit for bit
 
 Rank 0 holds the whole mesh (it read or generated and agglomerated it: the
 agglomeration needs the whole fine mesh); every other rank holds only its
 part and halo.
+
+This layer sits above :mod:`polydg.assembly`: it imports the assembly, never
+the other way round.
 """
 
 from __future__ import annotations
@@ -23,8 +26,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from .. import backend as bk
 from ..assembly.assembler import AssemblyResult, assemble
+from ..assembly.options import AssemblyOptions, assembly_options
 from ..assembly.passes import expand_ranges
+from ..assembly.scope import AssemblyScope
+from ..errors import OptionError
 from ..partition.ranks import balance, element_work, rank_partition
 from ..problem import as_problem
 from .comm import bind_rank_device, collective_phase
@@ -45,7 +52,8 @@ class DistributedAssembly:
     dofs : the single-process number of each of the rank's rows
     info : sizes, options, this rank's ``timings``; on rank 0 also
         ``timings_per_rank``, ``timings`` as the maximum over ranks (the
-        critical path) and ``balance`` (max / mean of kernel time, nnz, elements)
+        critical path), ``balance`` (max / mean of kernel time, nnz, elements)
+        and ``per_rank`` (each rank's sizes, chunks, device and the options it ran with)
     """
 
     matrix: sp.csr_matrix
@@ -120,8 +128,6 @@ class DistributedAssembly:
         try:
             from petsc4py import PETSc
         except ImportError:
-            from ..errors import OptionError
-
             raise OptionError("to_petsc() needs petsc4py (pip install petsc4py)") from None
         n_local, n = self.matrix.shape[0], self.info["dofs"]
         comm = self.comm
@@ -133,22 +139,30 @@ class DistributedAssembly:
         return A, b
 
 
-def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = None, weighted: bool = True,
-                         penalty: float = 10.0, penalty_kind: str = "classical", quadrature_extra: int = 0,
-                         face_penalty_scale: np.ndarray | None = None, root: int = 0, say=None,
-                         reuse: DistributedAssembly | None = None, **options) -> DistributedAssembly:
+def assemble_distributed(space, problem, comm, options: AssemblyOptions | None = None, *,
+                         ranks: np.ndarray | None = None, weighted: bool = True, root: int = 0, say=None,
+                         reuse: DistributedAssembly | None = None, matrix: bool = True, progress=None,
+                         workspace=None, scope: AssemblyScope | None = None, **choices) -> DistributedAssembly:
     """Assemble across the ranks of ``comm``: each rank gets its rows (see :class:`DistributedAssembly`).
 
     ``space`` is needed on ``root`` only (other ranks may pass None or their
-    own copy, which is not read).  ``ranks`` gives the rank of every element
-    (default: :func:`~polydg.partition.ranks.rank_partition`, weighted by
-    kernel work unless ``weighted=False``).  ``face_penalty_scale`` (one
-    factor per face of the whole mesh, on ``root``) as in
-    :func:`~polydg.assembly.assemble`.  ``reuse``, a previous result of the
-    same space and options on the same ranks, skips the partition and the
-    distribution (repeated assemblies: time steps, timing runs).  ``options`` go to
-    :func:`~polydg.assembly.assemble` (approach, precision, memory budget, ...).
-    A collective call; an error on any rank raises
+    own copy, which is not read).  ``options`` (an
+    :class:`~polydg.assembly.AssemblyOptions`, or its fields as keywords
+    ``choices``) go, every one, to each rank's
+    :func:`~polydg.assembly.assemble`; the ranks' rows are relabelled and
+    gathered on the host, so a GPU backend's rows come back there
+    (``to_host`` taken as True).  ``matrix``, ``progress`` and ``workspace``
+    as in :func:`~polydg.assembly.assemble`, for each rank's rows.
+
+    ``ranks`` gives the rank of every element (default:
+    :func:`~polydg.partition.ranks.rank_partition`, weighted by kernel work
+    unless ``weighted=False``).  ``scope`` (on ``root``: arrays over the whole
+    mesh) gives penalties, penalty scales and the load's boundary faces,
+    handed to each rank for its faces; the rows and the column numbering are
+    the ranks' own (a scope that sets them is refused).  ``reuse``, a
+    previous result of the same space, options and scope on the same ranks,
+    skips the partition and the distribution (repeated assemblies: time
+    steps, timing runs).  A collective call; an error on any rank raises
     :class:`~polydg.distributed.comm.RankFailure` on every rank.
     """
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -161,16 +175,19 @@ def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = Non
     if reuse is not None:  # the same space, partition and parts as a previous call
         part, ranks = reuse.part, reuse.info.get("element_ranks")
     with collective_phase(comm):
+        options = assembly_options(options, choices)  # the same check, and error, on every rank
         if rank == root and reuse is None:
+            scope = AssemblyScope() if scope is None else scope
+            if scope.elements is not None or scope.column_numbering is not None:
+                raise OptionError("elements and column_numbering are chosen per rank by the distributed assembly")
+            scope.check(space.mesh, options.approach, matrix)
             if ranks is None:
-                ranks = rank_partition(space, size, weighted=weighted, quadrature_extra=quadrature_extra)
+                ranks = rank_partition(space, size, weighted=weighted, quadrature_extra=options.quadrature_extra)
             ranks = np.asarray(ranks, dtype=np.int64)
             if ranks.shape != (space.mesh.n_elements,) or ranks.min() < 0 or ranks.max() >= size:
-                from ..errors import OptionError
-
                 raise OptionError(f"ranks must give a rank in [0, {size}) for each of the "
                                   f"{space.mesh.n_elements} elements")
-            parts = rank_parts(space, ranks, penalty_kind=penalty_kind, face_penalty_scale=face_penalty_scale)
+            parts = rank_parts(space, ranks, penalty_kind=options.penalty_kind, scope=scope)
     timings["partition"] = time.perf_counter() - t0
     if say is not None and rank == root and reuse is None:
         say(f"partitioned {space.mesh.n_elements:,} elements over {size} ranks in {timings['partition']:.3f} s")
@@ -194,34 +211,37 @@ def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = Non
     with collective_phase(comm):
         problem = as_problem(problem, part.submesh.mesh.dim)
         local_space = part.space()
-        a_local = local_diffusion_bound(part, local_space, problem, quadrature_extra)
-        a_all = np.zeros(part.n_elements)
-        owned_global = part.submesh.elements[part.submesh.owned]
-        a_all[owned_global] = a_local[part.submesh.owned]
-    from mpi4py import MPI
+    sigma = part.face_penalty  # given (a kept penalty), or from a_K of every element:
+    if sigma is None:
+        with collective_phase(comm):
+            a_local = local_diffusion_bound(part, local_space, problem, options.quadrature_extra)
+            a_all = np.zeros(part.n_elements)
+            owned_global = part.submesh.elements[part.submesh.owned]
+            a_all[owned_global] = a_local[part.submesh.owned]
+        from mpi4py import MPI
 
-    comm.Allreduce(MPI.IN_PLACE, a_all, op=MPI.MAX)  # a_K of every element: the halo's come from its owners
+        comm.Allreduce(MPI.IN_PLACE, a_all, op=MPI.MAX)  # a_K of every element: the halo's come from its owners
+        with collective_phase(comm):
+            sigma = part_face_penalty(part, a_all[part.submesh.elements], options.penalty)
+            del a_all
 
     with collective_phase(comm):  # the GPU backend: rank r of a node on GPU r mod (GPUs on the node)
-        from .. import backend as bk
-
-        options["backend"] = bk.resolve_backend(options.get("backend", "numpy"))
-        device = bind_rank_device(comm, options["backend"])
-        if bk.is_device(options["backend"]):
-            options["to_host"] = True  # the rank's rows are relabelled and gathered on the host
-    if say is not None and rank == root and bk.is_device(options["backend"]):
-        say(f"backend {options['backend']}: rank r uses GPU r mod (GPUs on its node); rank 0: {device['device']}")
+        options = options.resolved()
+        device = bind_rank_device(comm, options.backend)
+        if bk.is_device(options.backend):
+            options = options.replace(to_host=True)  # the rank's rows are relabelled and gathered on the host
+    if say is not None and rank == root and bk.is_device(options.backend):
+        say(f"backend {options.backend}: rank r uses GPU r mod (GPUs on its node); rank 0: {device['device']}")
 
     with collective_phase(comm):
-        sigma = part_face_penalty(part, a_all[part.submesh.elements], penalty)
-        del a_all
         # approaches 2 and atomic write the rank numbering's columns directly; approach 1's SciPy
         # conversion sorts local columns, relabelled after
-        direct = str(options.get("approach", "2")) != "1"
+        direct = options.approach != "1"
         columns = (part.rank_dof_offsets, part.rank_dof_offsets, part.n_dofs) if direct else None
-        result = assemble(local_space, problem, elements=part.submesh.owned, face_penalty=sigma,
-                          penalty=penalty, penalty_kind=penalty_kind, quadrature_extra=quadrature_extra,
-                          column_numbering=columns, **options)
+        rows = AssemblyScope(elements=part.submesh.owned, face_penalty=sigma, column_numbering=columns,
+                             load_boundary_faces=part.load_boundary_faces)
+        result = assemble(local_space, problem, options, matrix=matrix, progress=progress, workspace=workspace,
+                          scope=rows)
         matrix = result.matrix  # None for the load alone (matrix=False)
         if not direct and matrix is not None:
             t = time.perf_counter()
@@ -236,12 +256,12 @@ def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = Non
     info.update(dofs=part.n_dofs, elements=part.n_elements, faces=part.n_faces, rank=rank, ranks=size, row_range=list(part.row_range),
                 owned_elements=int(len(part.submesh.owned)), halo_elements=int(len(part.submesh.halo)),
                 timings=timings, device=device["device"], device_index=device["device_index"])
-    info["work"] = float(element_work(local_space, quadrature_extra)[part.submesh.owned].sum())
+    info["work"] = float(element_work(local_space, options.quadrature_extra)[part.submesh.owned].sum())
     per_rank = comm.gather({"timings": timings, "nnz": int(matrix.nnz) if matrix is not None else 0,
                             "elements": info["owned_elements"], "halo": info["halo_elements"],
-                            "rows": int(len(result.rhs)), "work": info["work"],
-                             "device": device["device"], "device_index": device["device_index"],
-                             "node_rank": device["node_rank"]},
+                            "rows": int(len(result.rhs)), "work": info["work"], "chunks": info["chunks"],
+                            "options": info["options"], "device": device["device"],
+                            "device_index": device["device_index"], "node_rank": device["node_rank"]},
                            root=root)
     single_of_rank = None
     if rank == root:
@@ -274,6 +294,6 @@ def _rank_report(per_rank: list[dict]) -> dict:
         "balance": {"kernel_time": balance(kernels), "nnz": balance([r["nnz"] for r in per_rank]),
                     "elements": balance([r["elements"] for r in per_rank]),
                     "work": balance([r["work"] for r in per_rank])},
-        "per_rank": [{k: r[k] for k in ("nnz", "elements", "halo", "rows", "work", "device", "device_index",
-                                        "node_rank")} for r in per_rank],
+        "per_rank": [{k: r[k] for k in ("nnz", "elements", "halo", "rows", "work", "chunks", "options", "device",
+                                        "device_index", "node_rank")} for r in per_rank],
     }

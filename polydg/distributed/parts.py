@@ -2,9 +2,9 @@
 
 :func:`rank_parts` cuts a DG space into one :class:`RankPart` per rank: the
 rank's sub-mesh (:func:`polydg.mesh.submesh.rank_submesh`), degrees, dof
-numbers and penalty weights.  :func:`assemble_part` assembles a part's rows
-with the single-process plan and passes and relabels the columns.  The MPI
-layer (``assembly.py``) only moves these objects and reduces one array.
+numbers and penalty weights.  The MPI layer (``assembly.py``) only moves
+these objects, reduces one array and assembles each part's rows with the
+single-process plan and passes.
 
 Two numberings of the dofs exist:
 
@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..assembly.penalty import diffusion_bound, penalty_from_weights, penalty_weights
+from ..assembly.scope import AssemblyScope
 from ..mesh.submesh import RankMesh, rank_submesh
 from ..space import DGSpace
 from ..threads import parallel_range, range_kernel
@@ -41,6 +42,9 @@ class RankPart:
     rank, ranks : this rank and the number of ranks
     row_range : (first, last + 1) of the rank's rows in the rank numbering
     n_elements, n_dofs, n_faces : sizes of the whole problem
+    face_penalty : (n_local_faces,) sigma_F of the local faces when the caller's scope gives it
+        (:class:`~polydg.assembly.AssemblyScope`), else None (computed by the ranks)
+    load_boundary_faces : (n_local_faces,) bool, the scope's boundary faces of the load alone, or None
     """
 
     submesh: RankMesh
@@ -55,6 +59,8 @@ class RankPart:
     n_dofs: int
     n_faces: int
     basis: str = "P"
+    face_penalty: np.ndarray | None = None
+    load_boundary_faces: np.ndarray | None = None
 
     def space(self) -> DGSpace:
         """The DG space on the sub-mesh (its dofs numbered locally)."""
@@ -76,11 +82,14 @@ def rank_numbering(ranks: np.ndarray) -> np.ndarray:
 
 
 def rank_parts(space: DGSpace, ranks: np.ndarray, *, penalty_kind: str = "classical",
-               face_penalty_scale: np.ndarray | None = None) -> Iterator[RankPart]:
+               scope: AssemblyScope | None = None) -> Iterator[RankPart]:
     """The part of each rank 0, 1, ... in turn (one at a time: the caller sends and drops it).
 
-    ``face_penalty_scale`` (one factor per face) is folded into the penalty weights.
+    The ``scope``'s arrays over the faces of the whole mesh go to each part for its faces: the
+    ``face_penalty_scale`` folded into the penalty weights, the ``face_penalty`` and the
+    ``load_boundary_faces`` as they are.
     """
+    scope = AssemblyScope() if scope is None else scope
     mesh = space.mesh
     ranks = np.asarray(ranks, dtype=np.int64)
     n_ranks = int(ranks.max()) + 1
@@ -92,8 +101,12 @@ def rank_parts(space: DGSpace, ranks: np.ndarray, *, penalty_kind: str = "classi
     dofs_per_rank = np.bincount(ranks, weights=nb, minlength=n_ranks).astype(np.int64)
     row_ends = np.cumsum(dofs_per_rank)
     weights = penalty_weights(mesh, space.degree, penalty_kind)
-    if face_penalty_scale is not None:
-        weights = weights * np.asarray(face_penalty_scale, dtype=np.float64)[:, None]
+    if scope.face_penalty_scale is not None:
+        weights = weights * scope.face_penalty_scale[:, None]
+
+    def local(faces: np.ndarray, given: np.ndarray | None) -> np.ndarray | None:
+        return None if given is None else given[faces]
+
     for r in range(n_ranks):
         sub = rank_submesh(mesh, np.flatnonzero(ranks == r))
         e = sub.elements
@@ -101,7 +114,8 @@ def rank_parts(space: DGSpace, ranks: np.ndarray, *, penalty_kind: str = "classi
                        rank_dof_offsets=rank_first[e], penalty_weights=weights[sub.faces], rank=r, ranks=n_ranks,
                        row_range=(int(row_ends[r] - dofs_per_rank[r]), int(row_ends[r])),
                        n_elements=mesh.n_elements, n_dofs=space.n_dofs, n_faces=mesh.n_faces,
-                       basis=getattr(space, "basis", "P"))
+                       basis=getattr(space, "basis", "P"), face_penalty=local(sub.faces, scope.face_penalty),
+                       load_boundary_faces=local(sub.faces, scope.load_boundary_faces))
 
 
 def local_diffusion_bound(part: RankPart, space: DGSpace, problem, quadrature_extra: int) -> np.ndarray:

@@ -58,7 +58,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import backend as bk
-from ..assembly import Workspace, assemble
+from ..assembly import AssemblyOptions, AssemblyScope, Workspace, assemble
+from ..assembly.options import assembly_options
 from ..basis import BASES
 from ..errors import OptionError
 from ..mesh.polytopic import PolytopicMesh
@@ -174,7 +175,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
           quadrature_simplices: str = DEFAULT_QUADRATURE_SIMPLICES, autonomous: bool | None = None,
           coefficients_free_of_t: bool | None = None, compute_errors: bool = True,
           progress: Callable[[str], None] | None = None, assembler: Callable | None = None,
-          **assemble_options: Any) -> MarchResult:
+          options: AssemblyOptions | None = None, **choices: Any) -> MarchResult:
     """Solve a space-time problem slab by slab; returns a :class:`MarchResult`.
 
     Parameters
@@ -214,15 +215,20 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         word; False never (a matrix per slab)
     compute_errors : L2 at t_N and L2(0, T; L2) when the problem has ``exact``
     progress : called with one line per slab
-    assembler : ``assembler(space, (t0, t1), **options)`` returns the slab's
-        AssemblyResult instead of :func:`polydg.assembly.assemble` on the
-        slab problem (:class:`polydg.distributed.spacetime.SlabAssembler`
-        assembles on all MPI ranks)
-    assemble_options : passed to :func:`polydg.assembly.assemble` (penalty,
-        quadrature_extra, backend, ...); with a GPU backend the march's
-        state stays on the device (module docstring) and ``solution`` is
-        copied to the host once, at the end
+    assembler : ``assembler(space, (t0, t1), options, scope=, matrix=,
+        workspace=)`` returns the slab's AssemblyResult instead of
+        :func:`polydg.assembly.assemble` on the slab problem
+        (:class:`polydg.distributed.spacetime.SlabAssembler` assembles on
+        all MPI ranks)
+    options : the :class:`~polydg.assembly.AssemblyOptions` of every slab's
+        assembly (or its fields as keywords ``choices``: penalty,
+        quadrature_extra, backend, ...), every one passed to each slab as
+        it is.  With a GPU backend the march's state stays on the device
+        (module docstring) and ``solution`` is copied to the host once, at
+        the end; with ``to_host`` too, each slab's matrix and load come to
+        the host and the state stays there
     """
+    options = assembly_options(options, choices)
     problem = as_problem(problem)
     check_space_time(problem)
     if method not in ("direct", "iterative"):
@@ -239,7 +245,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     t_quadrature_mesh = time.perf_counter() - start  # counted in the first slab's mesh time
     d = space_mesh.dim
     pmax = int(np.max(degree))
-    extra = int(assemble_options.get("quadrature_extra", 0)) + TRACE_EXTRA
+    extra = options.quadrature_extra + TRACE_EXTRA
     steps = check_local_steps(local_steps, space_mesh.n_elements)
     offsets = step_offsets(steps, space_mesh.n_elements)
     if steps is not None and np.ndim(degree) != 0:  # one degree per spatial element: the same on its steps
@@ -251,13 +257,13 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     penalty_scale = None  # the faces between an element's steps: no normal diffusion, so no penalty
     workspace = Workspace()
     with_errors = compute_errors and problem.exact is not None
-    backend = bk.resolve_backend(assemble_options.get("backend", "numpy"))
+    backend = bk.resolve_backend(options.backend)
     # the slab matrix depends on t only through A, b, c and the Neumann mask (time_dependence.py)
-    kept = _KeptMatrix(problem, coefficients_free_of_t, int(assemble_options.get("quadrature_extra", 0)),
-                       on_host=not bk.is_device(backend))
+    kept = _KeptMatrix(problem, coefficients_free_of_t, options.quadrature_extra, on_host=not bk.is_device(backend))
     if autonomous is None:  # and the load too: nothing of the slab problem depends on t
         autonomous = kept.constant and load_data_constant(problem)
-    on_device = bk.is_device(backend) and assembler is None  # (ranks' assemblies come to rank 0's host)
+    # (ranks' assemblies come to rank 0's host, and so do those with to_host)
+    on_device = bk.is_device(backend) and not options.to_host and assembler is None
     state = SlabState(backend if on_device else "numpy", problem, rule, bottom_rule, top_rule, offsets, pmax + 2,
                       with_errors)
 
@@ -292,8 +298,8 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
             t = time.perf_counter()
             load_only = kept.keeps(same_length, space, slab)
             t_check = time.perf_counter() - t
-            result = _assemble_slab(space, slab, (t0, t1), load_only, kept, assembler, workspace, penalty_scale,
-                                    not on_device, assemble_options)
+            result = _assemble_slab(space, slab, (t0, t1), options, load_only, kept, assembler, workspace,
+                                    penalty_scale)
             what = LOAD_ONLY if load_only else MATRIX_AND_LOAD
             stage = dict(result.info["timings"], time_dependence=t_check)
             if not load_only:
@@ -343,21 +349,21 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     return MarchResult(u, space, nodes, timings, result_errors, info, result)
 
 
-def _assemble_slab(space: DGSpace, slab: Problem, interval: tuple[float, float], load_only: bool,
-                   kept: _KeptMatrix, assembler: Callable | None, workspace: Workspace,
-                   penalty_scale: np.ndarray | None, to_host: bool, options: dict) -> Any:
-    """The slab's AssemblyResult: matrix and load, or (``load_only``) the load with the kept matrix;
-    ``to_host`` False keeps a GPU assembly on the device."""
-    if assembler is not None:  # e.g. every MPI rank assembling its rows (polydg.distributed.spacetime)
-        result = assembler(space, interval, workspace=workspace, face_penalty_scale=penalty_scale,
-                           **(dict(options, matrix=False) if load_only else options))
-    elif load_only:  # the kept matrix's penalty (its face scale included) serves the Dirichlet load
-        off_bottom = space.mesh.face_normal[:, -1] != -1.0  # the bottom's inflow value is the trace load
-        result = assemble(space, slab, workspace=workspace, face_penalty=kept.assembly.face_penalty,
-                          matrix=False, load_boundary_faces=off_bottom, **options)
+def _assemble_slab(space: DGSpace, slab: Problem, interval: tuple[float, float], options: AssemblyOptions,
+                   load_only: bool, kept: _KeptMatrix, assembler: Callable | None, workspace: Workspace,
+                   penalty_scale: np.ndarray | None) -> Any:
+    """The slab's AssemblyResult with ``options``: matrix and load, or (``load_only``) the load with
+    the kept matrix."""
+    if load_only:  # the kept matrix's penalty (its face scale included) serves the Dirichlet load; the
+        # bottom's inflow value is the trace load
+        scope = AssemblyScope(face_penalty=kept.assembly.face_penalty,
+                              load_boundary_faces=space.mesh.face_normal[:, -1] != -1.0)
     else:
-        result = assemble(space, slab, workspace=workspace, face_penalty_scale=penalty_scale, to_host=to_host,
-                          **options)  # solved where it is
+        scope = AssemblyScope(face_penalty_scale=penalty_scale)
+    if assembler is not None:  # e.g. every MPI rank assembling its rows (polydg.distributed.spacetime)
+        result = assembler(space, interval, options, scope=scope, matrix=not load_only, workspace=workspace)
+    else:
+        result = assemble(space, slab, options, scope=scope, matrix=not load_only, workspace=workspace)
     return kept.with_load(result) if load_only else result
 
 

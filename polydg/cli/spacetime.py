@@ -1,4 +1,4 @@
-"""The space-time branch of ``python -m polydg.assemble`` (``--time-slabs N --final-time T``).
+"""The space-time run of ``python -m polydg.assemble`` (``--time-slabs N --final-time T``).
 
 It marches the problem over N equal slabs of (0, T), prints one progress line
 per slab, the paper-style table of the last slab that assembled its matrix
@@ -23,6 +23,8 @@ import numpy as np
 from ..errors import OptionError, ProblemError
 from ..mesh.quadrature_simplices import DEFAULT_QUADRATURE_SIMPLICES
 from ..problem import Problem
+from .inputs import RunOptions
+from .outputs import write_output
 
 #: the final time when --final-time is not given
 DEFAULT_FINAL_TIME = 1.0
@@ -71,24 +73,21 @@ def parse_local_steps(text: str | None) -> tuple[int, int] | None:
     return low, high
 
 
-def run_space_time(args: argparse.Namespace, problem: Problem, mesh: Any, degree: Any, mesh_spec: str,
-                   method: str | None, say: Callable[[str], None],
-                   write_output: Callable[..., None] | None = None, assembler: Any = None) -> dict:
-    """March ``problem`` on the spatial polytopic ``mesh``; write, print; return the summary.
+def run_space_time(args: argparse.Namespace, opts: RunOptions, problem: Problem, mesh: Any, degree: Any,
+                   say: Callable[[str], None], assembler: Any = None) -> dict:
+    """March ``problem`` on the spatial polytopic ``mesh`` with the run's assembly options; write, print;
+    return the summary.
 
     ``assembler`` assembles the slabs instead of one process
     (:class:`polydg.distributed.spacetime.SlabAssembler`: all MPI ranks).
-
-    ``write_output(directory, space, assembly, solution, summary)`` writes
-    ``--output`` (the command line's writer): the last slab's mesh, matrix,
-    load (without the bottom term) and solution.
+    ``--output`` gets the last slab's mesh, matrix, load (without the bottom
+    term) and solution.
     """
     from pathlib import Path
 
     from ..report import format_table, summary_dict, write_json
-    from .march import march
-
-    from .slab import random_local_steps
+    from ..spacetime.march import march
+    from ..spacetime.slab import random_local_steps
 
     final_time = DEFAULT_FINAL_TIME if args.final_time is None else float(args.final_time)
     quadrature_simplices = getattr(args, "quadrature_simplices", DEFAULT_QUADRATURE_SIMPLICES)
@@ -96,19 +95,16 @@ def run_space_time(args: argparse.Namespace, problem: Problem, mesh: Any, degree
     if steps is not None:
         steps = steps[0] if steps[0] == steps[1] else random_local_steps(mesh.n_elements, *steps, seed=args.seed)
     result = march(mesh, problem, degree, n_slabs=int(args.time_slabs), final_time=final_time,
-                   method=method or "direct", space_time_basis=args.space_time_basis or "P", local_steps=steps,
-                   quadrature_simplices=quadrature_simplices,
-                   progress=say, assembler=assembler,
-                   approach=args.approach, precision=args.precision,
-                   penalty=args.penalty, penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra,
-                   memory_budget_mb=args.memory_budget, backend=args.backend)
+                   method=args.solve or "direct", space_time_basis=args.space_time_basis or "P", local_steps=steps,
+                   quadrature_simplices=quadrature_simplices, progress=say, assembler=assembler,
+                   options=opts.assembly)
     per_slab = result.timings
     totals = result.total_timings()
     assembled = result.info["assembled_per_slab"]
     table_slab = max((n for n, what in enumerate(assembled) if what == "matrix+load"), default=len(per_slab) - 1)
     one = dict(per_slab[table_slab])
     one["jit"] = totals.get("jit", 0.0)
-    options = {"mesh": mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget, "repeat": 1,
+    options = {"mesh": opts.mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget, "repeat": 1,
                "quadrature_simplices": quadrature_simplices if mesh.dim == 2 else "fine"}
     summary = summary_dict(mesh=result.space.mesh, space=result.space, result=result.assembly, options=options,
                            timings=one, errors=result.errors, solve_info=result.info["solver"],
@@ -121,7 +117,7 @@ def run_space_time(args: argparse.Namespace, problem: Problem, mesh: Any, degree
     if assembler is not None:  # each slab's timings per rank; the table's are the slowest rank's
         summary.update(timings_per_rank=assembler.rank_timings[-1], rank_timings_per_slab=assembler.rank_timings,
                        balance=result.assembly.info["balance"])
-    if args.output and write_output is not None:
+    if args.output:
         write_output(Path(args.output), result.space, result.assembly, result.solution, summary)
         say(f"wrote {args.output}")
     if args.json:

@@ -3,47 +3,48 @@
 Rank 0 reads or generates the mesh, agglomerates it and partitions it; every
 rank assembles its rows; rank 0 gathers the matrix (for ``--solve`` and
 ``--output``), solves, computes the errors and writes and prints the summary.
+A space-time problem: rank 0 marches, every rank assembles each slab's rows.
 Progress lines come from rank 0 only.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from ..distributed.comm import collective_phase
 from ..errors import OptionError
-from .comm import collective_phase
+from ..jit import announce_compilation
+from .inputs import build_mesh, check_options, chunk_progress
+from .outputs import report, write_rank_rows
+from .spacetime import check_space_time_options, run_space_time
+from .steady import solve_and_say
 
 
 def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     """Run the command line's job on the ranks of ``comm``; rank 0 returns the summary, the others None."""
-    from ..assemble import build_mesh, check_options, chunk_progress, finish
     from ..assembly import Workspace
-    from ..jit import announce_compilation
+    from ..distributed import assemble_distributed
     from ..mesh import load_mesh
     from ..problem import load_problem
     from ..space import DGSpace
-    from ..spacetime.command import check_space_time_options
-    from .assembly import assemble_distributed
 
     rank, size = comm.Get_rank(), comm.Get_size()
     root = rank == 0
     quiet = (lambda message: None)
     tell = say if root else quiet
     opts = check_options(args, tell)  # the same options on every rank: the same error everywhere, printed once
-    if args.no_gather and opts["method"]:
+    if args.no_gather and opts.method:
         raise OptionError("--solve needs the whole matrix on rank 0; drop --no-gather")
     if args.no_gather and not args.output:
         raise OptionError("--no-gather writes each rank's rows into --output DIR; give --output")
     space, dim = None, None
     with collective_phase(comm):
         if root:
-            fine = load_mesh(opts["mesh_spec"])
+            fine = load_mesh(opts.mesh_spec)
             dim = fine.dim
     dim = comm.bcast(dim, root=0)
     with collective_phase(comm):
@@ -56,7 +57,7 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     with announce_compilation(tell, f"{dim}D assembly kernels"):
         with collective_phase(comm):
             if root:
-                say(f"mesh {opts['mesh_spec']}: {fine} on {size} ranks")
+                say(f"mesh {opts.mesh_spec}: {fine} on {size} ranks")
                 mesh, degree = build_mesh(fine, opts, args.seed, say, args.quadrature_simplices)
                 del fine
                 space = DGSpace(mesh, degree)
@@ -67,10 +68,7 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
             previous, result = result, None
             if previous is not None:  # only its partition and parts are reused: free its matrix first
                 previous.matrix = previous.rhs = None
-            result = assemble_distributed(space, problem, comm, reuse=previous, penalty=args.penalty,
-                                          penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra, approach=args.approach,
-                                          precision=args.precision, memory_budget_mb=args.memory_budget,
-                                          backend=opts["backend"], workspace=workspace,
+            result = assemble_distributed(space, problem, comm, opts.assembly, reuse=previous, workspace=workspace,
                                           progress=chunk_progress(tell) if size == 1 else None, say=tell)
             if root:
                 runs.append(result.info["timings_max"])
@@ -78,7 +76,7 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
                     f"{result.info['timings_max']['total_assembly']:.3f} s (slowest rank)"
                     + (f" (run {r + 1}/{args.repeat})" if args.repeat > 1 else ""))
         del workspace
-    need_whole = bool(opts["method"] or (args.output and not args.no_gather))
+    need_whole = bool(opts.method or (args.output and not args.no_gather))
     gathered = None
     if args.no_gather:
         write_rank_rows(Path(args.output), result, comm)
@@ -87,18 +85,16 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
         if need_whole:
             gathered = result.gather()
         elif root:  # the summary's sizes and options, without the matrix
-            from ..assembly.assembler import AssemblyResult
+            from ..assembly import AssemblyResult
 
             gathered = AssemblyResult(_NnzOnly(sum(r["nnz"] for r in result.info["per_rank"])), np.zeros(0),
                                       np.zeros(0), result.info)
     solved = None
-    if opts["method"]:  # rank 0 solves; the ranks compute the errors, each its part
-        from ..assemble import solve_and_say
-
+    if opts.method:  # rank 0 solves; the ranks compute the errors, each its part
         x, solve_info = None, None
         with collective_phase(comm):  # a failed solve must not leave the ranks waiting for x
             if root:
-                x, solve_info = solve_and_say(gathered, opts["method"], space, say)
+                x, solve_info = solve_and_say(gathered, opts.method, space, say)
         errs = result.errors(problem, x) if problem.exact is not None else None
         solved = (x, solve_info, errs)
     if not root:
@@ -119,15 +115,12 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     }
     if gathered.info.get("gather_seconds") is not None:
         say(f"gathered the matrix on rank 0 in {gathered.info['gather_seconds']:.3f} s")
-    return finish(args, opts, say, space, problem, gathered, timings, extra, solved)
+    return report(args, opts, say, space, problem, gathered, timings, solved, extra)
 
 
-def _march_on_ranks(args, opts: dict, comm, problem, fine, say) -> dict | None:
+def _march_on_ranks(args, opts, comm, problem, fine, say) -> dict | None:
     """Space-time: rank 0 marches (meshes, bottom loads, solves), every rank assembles each slab's rows."""
-    from ..assemble import _write_output, build_mesh
-    from ..jit import announce_compilation
-    from ..spacetime.command import run_space_time
-    from .spacetime import SlabAssembler, follow_march
+    from ..distributed.spacetime import SlabAssembler, follow_march
 
     dim = comm.bcast(fine.dim if fine is not None else None, root=0)
     if comm.Get_rank() != 0:
@@ -137,8 +130,7 @@ def _march_on_ranks(args, opts: dict, comm, problem, fine, say) -> dict | None:
     try:
         with announce_compilation(say, f"{dim + 1}D space-time assembly kernels"):
             mesh, degree = build_mesh(fine, opts, args.seed, say)
-            summary = run_space_time(args, problem, mesh, degree, opts["mesh_spec"], args.solve, say, _write_output,
-                                     assembler=assembler)
+            summary = run_space_time(args, opts, problem, mesh, degree, say, assembler=assembler)
     except BaseException as error:
         assembler.done(error)
         raise
@@ -159,28 +151,4 @@ def _threads() -> int:
     return int(numba.get_num_threads())
 
 
-def write_rank_rows(directory: Path, result, comm) -> None:
-    """Each rank writes ``rows-rank<R>.npz`` (its rows in the rank numbering: data, indices, indptr,
-    shape, row_range, dofs = the single-process number of each row, rhs).
-
-    Written under a temporary name and renamed only when every rank has
-    written its file: a failure leaves no partial set behind.
-    """
-    import numpy as np
-
-    directory = directory.resolve()
-    if comm.Get_rank() == 0:
-        directory.mkdir(parents=True, exist_ok=True)
-    comm.Barrier()
-    final = directory / f"rows-rank{comm.Get_rank()}.npz"
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{final.name}-", suffix=".npz")
-    os.close(fd)
-    try:
-        with collective_phase(comm):
-            m = result.matrix
-            np.savez(tmp, data=m.data, indices=m.indices, indptr=m.indptr, shape=np.array(m.shape),
-                     row_range=np.array(result.row_range), dofs=result.dofs, rhs=result.rhs)
-        os.replace(tmp, final)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+__all__ = ["run_distributed"]

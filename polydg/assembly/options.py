@@ -1,0 +1,238 @@
+"""The user's choices of an assembly, in one frozen object: :class:`AssemblyOptions`.
+
+:func:`~polydg.assembly.assemble`, :func:`~polydg.distributed.assemble_distributed`
+and :func:`~polydg.spacetime.march` take it as ``options=``, or its fields as
+keywords (the short form), and hand the same object on to every rank and
+every slab::
+
+    >>> from polydg.assembly import AssemblyOptions
+    >>> options = AssemblyOptions(approach="atomic", precision="single")
+    >>> options  # doctest: +NORMALIZE_WHITESPACE
+    AssemblyOptions(approach='atomic', precision='single', penalty=10.0, penalty_kind='classical',
+                    quadrature_extra=0, memory_budget_mb=1024.0, backend='numpy', to_host=False)
+    >>> options.replace(penalty=7).penalty
+    7.0
+    >>> AssemblyOptions(penalty_kind="papr")
+    Traceback (most recent call last):
+    ...
+    polydg.errors.OptionError: unknown penalty kind 'papr'; choose one of paper, classical
+
+A field not given takes the session's default: the built-in one, or one
+set by :func:`set_default_options` (for the rest of the process) or
+:func:`default_options` (inside a ``with`` block); ``backend`` and
+``to_host`` go together (:class:`AssemblyOptions`).  That is how the test
+suite runs the assemblies that name no backend on another one
+(``POLYDG_TEST_BACKEND``, ``tests/conftest.py``)::
+
+    >>> with default_options(quadrature_extra=2):
+    ...     AssemblyOptions().quadrature_extra, AssemblyOptions(quadrature_extra=1).quadrature_extra
+    (2, 1)
+
+The internal knobs of the layers above the assembly (the rows of one MPI
+rank, a slab's penalty scales, ...) are not options: they are an
+:class:`~polydg.assembly.scope.AssemblyScope`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import backend as bk
+from ..errors import OptionError
+from .penalty import PENALTY_KINDS
+
+#: the reductions (module docstring of :mod:`polydg.assembly.assembler`)
+APPROACHES = ("2", "atomic", "1")
+#: the working precisions and their dtypes
+PRECISIONS = {"double": np.float64, "single": np.float32}
+
+#: the built-in defaults of the fields (backend: see :class:`AssemblyOptions`)
+_BUILT_IN = {"approach": "2", "precision": "double", "penalty": 10.0, "penalty_kind": "classical",
+             "quadrature_extra": 0, "memory_budget_mb": 1024.0, "backend": "numpy", "to_host": False}
+#: the session's defaults, over the built-in ones (set_default_options, default_options)
+_session: dict[str, Any] = {}
+
+
+def _default(name: str):
+    return lambda: _session.get(name, _BUILT_IN[name])
+
+
+@dataclass(frozen=True)
+class AssemblyOptions:
+    """The user's choices of an assembly; checked once, when it is made (:class:`~polydg.errors.OptionError`).
+
+    approach : "2" (default: row kernels, bitwise reproducible), "atomic" (the paper's
+        scatter-add) or "1" (the COO baseline, CPU only)
+    precision : "double" (default) or "single"
+    penalty : C_sigma, the penalty constant (default 10)
+    penalty_kind : "classical" (default, C_sigma a p^2 / h_K) or "paper" (Appendix A, faces
+        read as whole interfaces); see :mod:`polydg.assembly.penalty`
+    quadrature_extra : added to the default exactness degree 2p + 1 (default 0)
+    memory_budget_mb : bound on the working memory of one chunk of quadrature points (default 1024)
+    backend : "numpy" (the CPU path), "cupy" (the GPU path: the same plan executed by numba-cuda
+        kernels), "auto" (cupy when a GPU is usable; resolved when the assembly runs) or the
+        test-only "cudasim" (:mod:`polydg.backend`)
+    to_host : with backend "cupy", return a SciPy matrix and a NumPy vector instead of a
+        ``cupyx.scipy.sparse.csr_matrix`` and a CuPy array
+
+    ``backend`` and ``to_host`` say where the results live, and their defaults
+    go together: options that name no backend (None) get the session's backend
+    and its ``to_host`` (built in: numpy, False), except with approach "1": it
+    has no GPU executor, so it runs on numpy whatever the session's backend (a
+    backend named with approach "1" must be the CPU's).  Options that name a
+    backend get ``to_host`` False unless they name it too.
+
+    Frozen: derive another with :meth:`replace`.
+    """
+
+    approach: str = field(default_factory=_default("approach"))
+    precision: str = field(default_factory=_default("precision"))
+    penalty: float = field(default_factory=_default("penalty"))
+    penalty_kind: str = field(default_factory=_default("penalty_kind"))
+    quadrature_extra: int = field(default_factory=_default("quadrature_extra"))
+    memory_budget_mb: float = field(default_factory=_default("memory_budget_mb"))
+    backend: str | None = None
+    to_host: bool | None = None
+
+    def __post_init__(self):
+        approach = str(self.approach)  # approach=2 reads as "2"
+        backend, to_host = self.backend, self.to_host
+        if backend is None:  # the session's placement; approach 1 runs on the CPU
+            backend = "numpy" if approach == "1" else _session.get("backend", _BUILT_IN["backend"])
+            to_host = _session.get("to_host", _BUILT_IN["to_host"]) if to_host is None else to_host
+        values = {"approach": approach, "backend": backend, "to_host": bool(to_host),
+                  "penalty": _number(self.penalty, "penalty constant must be positive"),
+                  "memory_budget_mb": _number(self.memory_budget_mb, "memory budget must be positive", "MB"),
+                  "quadrature_extra": _integer(self.quadrature_extra)}
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+        self._validate()
+
+    def _validate(self) -> None:
+        """The one validation: each value in its range, and the combinations that cannot run."""
+        if self.approach not in APPROACHES:
+            raise OptionError(f"unknown approach {self.approach!r}; choose one of {', '.join(APPROACHES)}")
+        if self.precision not in PRECISIONS:
+            raise OptionError(f"unknown precision {self.precision!r}; choose double or single")
+        if self.penalty_kind not in PENALTY_KINDS:
+            raise OptionError(f"unknown penalty kind {self.penalty_kind!r}; choose one of {', '.join(PENALTY_KINDS)}")
+        if not self.penalty > 0:
+            raise OptionError(f"penalty constant must be positive, got {self.penalty}")
+        if self.quadrature_extra < 0:
+            raise OptionError(f"quadrature extra degree must be >= 0, got {self.quadrature_extra}")
+        if not self.memory_budget_mb > 0:
+            raise OptionError(f"memory budget must be positive, got {self.memory_budget_mb} MB")
+        if self.backend not in bk.BACKENDS + (bk.SIMULATOR,):
+            raise OptionError(f"unknown backend {self.backend!r}; choose one of {', '.join(bk.BACKENDS)}")
+        if self.approach == "1" and bk.is_device(self.backend):
+            raise OptionError("approach '1' runs on the CPU only; on a GPU use approach 2 or atomic")
+
+    @property
+    def dtype(self) -> type:
+        """The NumPy type of the working precision."""
+        return PRECISIONS[self.precision]
+
+    def replace(self, **changes: Any) -> AssemblyOptions:
+        """These options with ``changes`` (field names), checked again."""
+        return dataclasses.replace(self, **_checked_names(changes))
+
+    def resolved(self, say=None) -> AssemblyOptions:
+        """These options with the backend that will run: "auto" decided, and the choice checked here
+        (:func:`polydg.backend.resolve_backend`; ``say`` hears what "auto" chose)."""
+        return self.replace(backend=bk.resolve_backend(self.backend, say=say))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (JSON-ready: the summary's ``assembly_options``)."""
+        return dataclasses.asdict(self)
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(AssemblyOptions))
+#: keywords that were options of ``assemble()`` once, and where they went
+_MOVED = {name: f"pass scope=AssemblyScope({name}=...) (polydg.assembly.AssemblyScope)"
+          for name in ("elements", "face_penalty", "face_penalty_scale", "column_numbering", "load_boundary_faces")}
+_MOVED["comm"] = "use polydg.distributed.assemble_distributed(space, problem, comm, ...)"
+
+
+def _checked_names(choices: Mapping[str, Any]) -> Mapping[str, Any]:
+    for name in choices:
+        if name not in FIELDS:
+            if name in _MOVED:
+                raise OptionError(f"{name!r} is not an assembly option: {_MOVED[name]}")
+            close = difflib.get_close_matches(name, FIELDS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise OptionError(f"unknown assembly option {name!r}{hint}; the options are {', '.join(FIELDS)}")
+    return choices
+
+
+def assembly_options(options: AssemblyOptions | None = None, choices: Mapping[str, Any] | None = None
+                     ) -> AssemblyOptions:
+    """The options of a call ``f(..., options, **choices)``: ``options`` (default: the session's
+    defaults) with the keywords ``choices`` (field names of :class:`AssemblyOptions`) over them.
+
+    >>> assembly_options(None, {"approach": "atomic"}).approach
+    'atomic'
+    >>> assembly_options(None, {"aproach": "1"})
+    Traceback (most recent call last):
+    ...
+    polydg.errors.OptionError: unknown assembly option 'aproach' (did you mean 'approach'?); the options are approach, precision, penalty, penalty_kind, quadrature_extra, memory_budget_mb, backend, to_host
+    """
+    choices = _checked_names(choices or {})
+    if options is None:
+        return AssemblyOptions(**choices)
+    if not isinstance(options, AssemblyOptions):
+        raise OptionError(f"options must be an AssemblyOptions, got {type(options).__name__}")
+    return options.replace(**choices) if choices else options
+
+
+def set_default_options(**choices: Any) -> None:
+    """Make ``choices`` the defaults of the fields not given of every :class:`AssemblyOptions` made
+    from now on, in the whole process (:func:`reset_default_options` undoes it)."""
+    global _session
+    merged = {**_session, **_checked_names(choices)}
+    AssemblyOptions(**merged)  # the defaults must make valid options
+    _session = merged
+
+
+def reset_default_options() -> None:
+    """Back to the built-in defaults."""
+    global _session
+    _session = {}
+
+
+@contextlib.contextmanager
+def default_options(**choices: Any) -> Iterator[AssemblyOptions]:
+    """Inside the block, ``choices`` are the defaults of the fields not given (as
+    :func:`set_default_options`; restored after).  Yields the options of the defaults."""
+    global _session
+    saved = _session
+    set_default_options(**choices)
+    try:
+        yield AssemblyOptions()
+    finally:
+        _session = saved
+
+
+def _number(value: Any, message: str, unit: str = "") -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise OptionError(f"{message}, got {value!r}{' ' + unit if unit else ''}") from None
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, (float, np.floating)) and float(value).is_integer():
+            return int(value)
+        raise OptionError(f"quadrature extra degree must be an integer >= 0, got {value!r}")
+    return int(value)
+
+
+__all__ = ["APPROACHES", "FIELDS", "PRECISIONS", "AssemblyOptions", "assembly_options", "default_options",
+           "reset_default_options", "set_default_options"]

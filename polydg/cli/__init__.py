@@ -1,0 +1,17 @@
+"""The command line, ``python -m polydg.assemble``, one module per concern.
+
+* :mod:`~polydg.cli.parser`: the arguments (``--help``);
+* :mod:`~polydg.cli.inputs`: what they become: the run's options (with its
+  one :class:`~polydg.assembly.AssemblyOptions`), the mesh and its degrees;
+* :mod:`~polydg.cli.steady`: the one-process run;
+* :mod:`~polydg.cli.ranks`: the run on the ranks ``mpiexec`` started;
+* :mod:`~polydg.cli.spacetime`: the space-time run, slab after slab;
+* :mod:`~polydg.cli.outputs`: ``--output DIR``, each rank's rows, the summary, the table;
+* :mod:`~polydg.cli.main`: :func:`main`, exit codes and one-line errors.
+
+The top of the house: it imports the library, and no library module imports it.
+"""
+
+from .main import main
+
+__all__ = ["main"]

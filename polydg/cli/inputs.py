@@ -1,0 +1,109 @@
+"""What the arguments become: one :class:`RunOptions` (with the run's one
+:class:`~polydg.assembly.AssemblyOptions`), the polytopic mesh and its degrees, and the progress lines."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import OptionError
+from .parser import DEFAULT_AGGLOMERATE, DEFAULT_MESH, parse_degree
+
+if TYPE_CHECKING:
+    from ..assembly import AssemblyOptions
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The checked choices of a run (the same on every rank).
+
+    mesh_spec : the mesh generator spec or file
+    agglomerate : about this many elements by METIS, 0 keeps the input cells
+    degrees : (P1, P2), one degree when P1 == P2, else random per element
+    method : "direct" or "iterative" to solve, None not to
+    assembly : the options of every assembly of the run (steady, on ranks, per slab)
+    """
+
+    mesh_spec: str
+    agglomerate: int
+    degrees: tuple[int, int]
+    method: str | None
+    assembly: AssemblyOptions
+
+
+def check_options(args: argparse.Namespace, say=None) -> RunOptions:
+    """The options that need more than argparse's checks, validated (the same on every rank); the backend
+    resolved ("auto": ``say`` hears which)."""
+    from ..assembly import AssemblyOptions
+    from ..backend import resolve_backend
+
+    default_run = args.mesh is None
+    n_agg = args.agglomerate if args.agglomerate is not None else (DEFAULT_AGGLOMERATE if default_run else 0)
+    lo, hi = parse_degree(args.degree)
+    for name, value, low in (("--repeat", args.repeat, 1), ("--agglomerate", n_agg, 0),
+                             ("--quadrature-extra", args.quadrature_extra, 0)):
+        if value < low:
+            raise OptionError(f"{name} must be >= {low}, got {value}")
+    if not args.memory_budget > 0:
+        raise OptionError(f"--memory-budget must be positive, got {args.memory_budget}")
+    if not args.penalty > 0:
+        raise OptionError(f"--penalty must be positive, got {args.penalty}")
+    assembly = AssemblyOptions(approach=args.approach, precision=args.precision, penalty=args.penalty,
+                               penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra,
+                               memory_budget_mb=args.memory_budget, backend=resolve_backend(args.backend, say=say),
+                               to_host=args.to_host)
+    return RunOptions(mesh_spec=args.mesh or DEFAULT_MESH, agglomerate=n_agg, degrees=(lo, hi),
+                      method=args.solve or ("direct" if default_run else None), assembly=assembly)
+
+
+def build_mesh(fine, opts: RunOptions, seed: int, say, quadrature_simplices: str = "fine"):
+    """The polytopic mesh (agglomerated or not) with the ``quadrature_simplices`` sub-simplices, and the
+    degrees (one, or random per element).
+
+    A space-time march chooses its own (timed with the slab meshes): it passes "fine".
+    """
+    from ..mesh import build_polytopic_mesh
+    from ..mesh.quadrature_simplices import quadrature_mesh
+    from ..partition import agglomerate_cells
+
+    if opts.agglomerate > 0:
+        mesh = build_polytopic_mesh(fine, agglomerate_cells(fine, opts.agglomerate, seed=seed))
+        say(f"agglomerated {fine.n_cells:,} cells into {mesh.n_elements:,} elements")
+    else:
+        mesh = build_polytopic_mesh(fine)
+        say(f"polytopic mesh: {mesh.n_elements:,} elements")
+    if quadrature_simplices != "fine" and mesh.dim == 2:
+        n_fine = mesh.n_simplices
+        mesh = quadrature_mesh(mesh, quadrature_simplices)
+        say(f"{quadrature_simplices} quadrature simplices: {n_fine:,} -> {mesh.n_simplices:,} sub-triangles")
+    lo, hi = opts.degrees
+    degree = lo if lo == hi else np.random.default_rng(seed).integers(lo, hi + 1, size=mesh.n_elements)
+    return mesh, degree
+
+
+class Progress:
+    """``say(message)``: one time-stamped line on stderr (nothing with ``quiet``)."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.start = time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        if not self.quiet:
+            print(f"[{time.perf_counter() - self.start:7.2f} s] {message}", file=sys.stderr, flush=True)
+
+
+def chunk_progress(say):
+    """The assembly's ``progress(stage, done, total)`` as lines of ``say``, for assemblies of several chunks."""
+    def progress(stage: str, done: int, total: int) -> None:
+        if total > 1:
+            say(f"  {stage}: chunk {done}/{total}")
+    return progress
+
+
+__all__ = ["Progress", "RunOptions", "build_mesh", "check_options", "chunk_progress"]

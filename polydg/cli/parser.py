@@ -1,0 +1,116 @@
+"""The command line's arguments: :func:`build_parser` (``python -m polydg.assemble --help``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import OptionError
+
+DESCRIPTION = "``python -m polydg.assemble``: assemble (and solve) an IP-dG system from the command line."
+DEFAULT_MESH = "square:64"
+DEFAULT_AGGLOMERATE = 256
+
+EPILOG = """\
+examples:
+  python -m polydg.assemble
+      the default: paper-2d on square:64 agglomerated into 256 elements, p = 2, solved
+  python -m polydg.assemble --mesh cube:16 --agglomerate 3000 --degree 2 --problem paper-3d --solve
+  python -m polydg.assemble --mesh ../shared/meshes/unit_square_voronoi_1000_cells.vtk \\
+      --degree 1:3 --seed 4 --problem poisson --solve iterative --output out/
+  python -m polydg.assemble --mesh oscillating-square:200 --agglomerate 2000 --approach 1 --repeat 3
+  python -m polydg.assemble --problem my_problems.py:convection --mesh square:32 --json run.json
+
+meshes: square:N, cube:N, oscillating-square:N (options :perturb=F:seed=S), or a file
+  (Gmsh .msh, VTU and other meshio formats, legacy VTK POLYDATA polygons).
+problems: paper-2d, paper-3d, poisson, advection, change-of-type, neumann,
+  polynomial:P[:KIND[:SEED]], path/to/file.py:NAME or package.module:NAME;
+  space-time (with --time-slabs N [--final-time T]): paper-2d1, paper-3d1.
+output (--output DIR): matrix.npz (scipy.sparse.save_npz), rhs.npy, solution.npy (with --solve),
+  solution.vtu (element id, degree, element means of the solution), summary.json.
+MPI: mpiexec -n N python -m polydg.assemble ... assembles on N ranks (one thread each unless
+  NUMBA_NUM_THREADS / OMP_NUM_THREADS is set); rank 0 reads, partitions, gathers and writes.
+exit codes: 0 success, 2 bad input (one line on stderr), 1 internal error.
+"""
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit code 2, like every other input error
+        raise OptionError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ..mesh.quadrature_simplices import DEFAULT_QUADRATURE_SIMPLICES, QUADRATURE_SIMPLICES
+
+    p = _ArgumentParser(prog="python -m polydg.assemble", description=DESCRIPTION,
+                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("problem")
+    g.add_argument("--mesh", help=f"generator spec or mesh file (default {DEFAULT_MESH})")
+    g.add_argument("--agglomerate", type=int, metavar="N",
+                   help=f"agglomerate the fine cells into about N elements with METIS; 0 keeps the input cells "
+                        f"(default {DEFAULT_AGGLOMERATE} for the default mesh, else 0)")
+    g.add_argument("--degree", default="2", metavar="P|P1:P2",
+                   help="polynomial degree, or random degrees in [P1, P2] per element (default 2)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the random degrees (default 0)")
+    g.add_argument("--problem", default="paper",
+                   help="built-in name, file.py:NAME or module:NAME (default paper, i.e. paper-2d / paper-3d)")
+    a = p.add_argument_group("assembly")
+    a.add_argument("--precision", default="double", choices=("double", "single"))
+    a.add_argument("--approach", default="2", choices=("2", "atomic", "1"),
+                   help="2: reproducible row kernels (default); atomic: scatter-add; 1: COO baseline")
+    a.add_argument("--backend", default="numpy", choices=("numpy", "cupy", "auto"),
+                   help="numpy (default), cupy (GPU: the matrix stays on the device and --solve solves there), "
+                        "or auto (cupy when a GPU is usable)")
+    a.add_argument("--to-host", action="store_true",
+                   help="with --backend cupy: copy the matrix to the host after assembly (solve with SciPy)")
+    a.add_argument("--penalty", type=float, default=10.0, metavar="C", help="penalty constant C_sigma (default 10)")
+    a.add_argument("--penalty-kind", default="classical", choices=("classical", "paper"),
+                   help="sigma = C a p^2 / h (classical, default) or the paper's Appendix A")
+    a.add_argument("--quadrature-extra", type=int, default=0, metavar="K",
+                   help="exactness degree 2p + 1 + K (default 0; raise for rough coefficients)")
+    a.add_argument("--quadrature-simplices", default=DEFAULT_QUADRATURE_SIMPLICES, choices=QUADRATURE_SIMPLICES,
+                   help="volume quadrature on each 2D element's fine triangles, or on coarse ones: the element "
+                        f"re-triangulated from its boundary vertices, fewer and faster (default "
+                        f"{DEFAULT_QUADRATURE_SIMPLICES}; 3D meshes keep their tetrahedra)")
+    a.add_argument("--memory-budget", type=float, default=1024.0, metavar="MB",
+                   help="working memory of one chunk of quadrature points (default 1024)")
+    a.add_argument("--repeat", type=int, default=1, metavar="N", help="report the median of N assemblies")
+    t = p.add_argument_group("space-time (DESIGN.md section 6)")
+    t.add_argument("--time-slabs", type=int, metavar="N",
+                   help="march a space-time problem (e.g. paper-2d1) over N equal time slabs")
+    t.add_argument("--final-time", type=float, metavar="T", help="end of the time interval (0, T) (default 1)")
+    t.add_argument("--space-time-basis", choices=("P", "PQ"), metavar="P|PQ",
+                   help="P: total degree p in (x, t) (default); PQ: degree p in t times total degree p in x")
+    t.add_argument("--local-steps", metavar="M|M1:M2",
+                   help="M time steps per element inside each slab, or random in [M1, M2] per element (--seed)")
+    o = p.add_argument_group("solve and output")
+    o.add_argument("--solve", nargs="?", const="direct", choices=("direct", "iterative"),
+                   help="solve with SciPy, or with cupyx on the device under --backend cupy (default direct; the "
+                        "default run solves)")
+    o.add_argument("--output", metavar="DIR", help="write matrix.npz, rhs.npy, solution.npy/.vtu, summary.json")
+    o.add_argument("--no-gather", action="store_true",
+                   help="on several ranks: each rank writes its rows to DIR/rows-rank<R>.npz instead of rank 0 "
+                        "gathering the matrix (no --solve)")
+    o.add_argument("--json", metavar="PATH", help="write the summary as JSON")
+    o.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    o.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+def parse_degree(text: str) -> tuple[int, int]:
+    """``--degree P`` or ``P1:P2`` as (P1, P2) (P: (P, P)).
+
+    >>> parse_degree("1:3")
+    (1, 3)
+    """
+    parts = text.split(":")
+    try:
+        lo, hi = (int(parts[0]), int(parts[0])) if len(parts) == 1 else (int(parts[0]), int(parts[1]))
+    except ValueError:
+        raise OptionError(f"--degree {text!r}: expected an integer P or a range P1:P2") from None
+    if len(parts) > 2 or lo > hi:
+        raise OptionError(f"--degree {text!r}: expected P or P1:P2 with P1 <= P2")
+    if lo < 0:
+        raise OptionError(f"--degree {text!r}: polynomial degree must be >= 0")
+    return lo, hi
+
+

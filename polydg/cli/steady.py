@@ -1,0 +1,74 @@
+"""The one-process run: read, agglomerate, assemble (``--repeat`` times), solve, report.
+
+A space-time problem goes to :mod:`polydg.cli.spacetime` from here, after the mesh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import numpy as np
+
+from ..jit import announce_compilation
+from .inputs import Progress, build_mesh, check_options, chunk_progress
+from .outputs import report
+from .spacetime import check_space_time_options, run_space_time
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Run the command line's job in this process; returns the summary."""
+    from ..assembly import Workspace, assemble
+    from ..mesh import load_mesh
+    from ..problem import load_problem
+    from ..space import DGSpace
+
+    say = Progress(args.quiet)
+    opts = check_options(args, say)
+    fine = load_mesh(opts.mesh_spec)
+    problem = load_problem(args.problem, fine.dim)  # before the first progress line: bad input is one line
+    check_space_time_options(args, problem)
+    say(f"mesh {opts.mesh_spec}: {fine}")
+    kernels = f"{fine.dim + 1}D space-time assembly kernels" if problem.space_time else f"{fine.dim}D assembly kernels"
+    # numba reports every compilation; the first one of polydg's kernels prints a line, and the total its time
+    with announce_compilation(say, kernels):
+        mesh, degree = build_mesh(fine, opts, args.seed, say,
+                                  "fine" if problem.space_time else args.quadrature_simplices)
+        if problem.space_time:  # slab after slab
+            return run_space_time(args, opts, problem, mesh, degree, say)
+        space = DGSpace(mesh, degree)
+        say(f"DG space: {space}; problem {problem.name}")
+        runs, result = [], None
+        workspace = Workspace()  # the repeats reuse the quadrature points' and coefficients' arrays
+        for r in range(args.repeat):
+            result = None  # free the previous matrix first
+            # on a GPU the matrix stays there (unless --to-host): solved there, copied once for --output
+            result = assemble(space, problem, opts.assembly, progress=chunk_progress(say), workspace=workspace)
+            runs.append(result.info["timings"])
+            say(f"assembled {space.n_dofs:,} dofs, nnz {result.matrix.nnz:,} in "
+                f"{result.info['timings']['total_assembly']:.3f} s" + (f" (run {r + 1}/{args.repeat})" if args.repeat > 1 else ""))
+        del workspace  # its memory goes back before the solve
+        timings = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
+        solved = None
+        if opts.method:
+            from ..solve import errors
+
+            x, solve_info = solve_and_say(result, opts.method, space, say)
+            errs = errors(space, problem, x, penalty_values=result.face_penalty) if problem.exact is not None else None
+            solved = (x, solve_info, errs)
+        return report(args, opts, say, space, problem, result, timings, solved)
+
+
+def solve_and_say(result, method: str, space, say) -> tuple[np.ndarray, dict]:
+    """Solve the assembled system (on the device for a device matrix) and say how; x on the host."""
+    from ..backend import to_host
+    from ..solve import solve
+
+    x, solve_info = solve(result.matrix, result.rhs, method, space=space)
+    where = " on the device" if solve_info.get("device") else ""
+    say(f"solved{where} ({solve_info.get('solver')}) in {solve_info['seconds']:.3f} s, "
+        f"residual {solve_info.get('residual', float('nan')):.2e}")
+    return to_host(x), solve_info  # a device solution copied to the host once (errors, output)
+
+
+__all__ = ["run", "solve_and_say"]
