@@ -117,7 +117,7 @@ def test_newton_converges_quadratically_and_picard_reaches_the_same_solution():
     assert 2 <= k < len(r) - 1 and r[k + 1] < 1e-13, r
     ratio = np.log(r[k]) / np.log(r[k - 1])
     assert 1.6 < ratio < 2.6, r
-    picard = solve_nonlinear(space, problem, options=NonlinearOptions(method="picard", max_iterations=60))
+    picard = solve_nonlinear(space, problem, method="picard", max_iterations=60)
     assert picard.iterations > newton.iterations
     assert np.abs(picard.solution - newton.solution).max() <= 1e-8 * np.abs(newton.solution).max()
 
@@ -144,7 +144,7 @@ def test_a_diverging_newton_is_one_line():
     space = _space("square:8", 6, 1)
     blowup = Problem("blowup", diffusion=1.0, source=lambda x, u: 50 * np.exp(u**2))  # no solution
     with pytest.raises(NonlinearError, match="(diverged|did not converge)") as info:
-        solve_nonlinear(space, blowup, options=NonlinearOptions(max_iterations=8))
+        solve_nonlinear(space, blowup, max_iterations=8)
     assert "\n" not in str(info.value)
 
 

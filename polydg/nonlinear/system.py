@@ -2,41 +2,46 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from .. import backend as bk
 from ..assembly.linearized_passes import HostExecutor, Linearization, linearize
+from ..assembly.options import AssemblyOptions, assembly_options
 from ..assembly.penalty import penalty_weights
 from ..assembly.plan import plan_assembly
-from ..assembly.timing import Timer
+from ..assembly.scope import AssemblyScope
 from ..errors import OptionError
 from ..problem import as_problem
 
 
 class NonlinearSystem:
     """R(u) = 0 for ``problem`` on ``space``: the plan (pattern, rules, chunks, tables) and the penalty's
-    weights are made once; each :meth:`linearize` pays for u at the points, the coefficients and the kernels."""
+    weights are made once; each :meth:`linearize` pays for u at the points, the coefficients and the kernels.
 
-    def __init__(self, space, problem, *, penalty: float = 10.0, penalty_kind: str = "classical",
-                 quadrature_extra: int = 0, memory_budget_mb: float = 1024.0, linear_solver: str = "direct",
-                 backend: str = "numpy"):
-        if not penalty > 0:
-            raise OptionError(f"penalty constant must be positive, got {penalty}")
+    ``options`` (or their fields as keywords) as for :func:`~polydg.assembly.assemble`: penalty, penalty_kind,
+    quadrature_extra, memory_budget_mb and backend are used; the linearisation is always in double
+    precision and by rows (approach 2).  ``linear_solver`` is the method of each step's linear solve.
+    """
+
+    def __init__(self, space, problem, options: AssemblyOptions | None = None, *, linear_solver: str = "direct",
+                 scope: AssemblyScope | None = None, **choices):
+        options = assembly_options(options, choices).resolved()
+        if options.precision != "double":
+            raise OptionError("a nonlinear problem is linearised in double precision (precision 'double')")
+        self.options = options.replace(approach="2")
         self.space = space
         self.problem = as_problem(problem, space.mesh.dim)
-        self.penalty = float(penalty)
         self.linear_solver = linear_solver
         mesh = space.mesh
-        self.plan = plan_assembly(space, self.problem, approach="2", dtype=np.float64, penalty=penalty,
-                                  penalty_kind=penalty_kind, quadrature_extra=quadrature_extra,
-                                  memory_budget_mb=memory_budget_mb, elements=np.arange(mesh.n_elements, dtype=np.int64),
-                                  timer=Timer(), face_penalty=np.zeros(mesh.n_faces))
-        self.weights = penalty_weights(mesh, space.degree, penalty_kind)
-        backend = bk.resolve_backend(backend)
-        if bk.is_device(backend):
+        # the plan's own penalty is not used: sigma comes from a_K at each iterate
+        scope = dataclasses.replace(scope or AssemblyScope(), face_penalty=np.zeros(mesh.n_faces))
+        self.plan = plan_assembly(space, self.problem, self.options.replace(backend="numpy"), scope)
+        self.weights = penalty_weights(mesh, space.degree, self.options.penalty_kind)
+        if self.options.backend != "numpy":
             from ..assembly.cuda_linearized import DeviceExecutor
 
-            self.executor = DeviceExecutor(self.plan, backend)
+            self.executor = DeviceExecutor(self.plan, self.options.backend)
         else:
             self.executor = HostExecutor(self.plan)
 
@@ -46,8 +51,9 @@ class NonlinearSystem:
         u = np.asarray(u, dtype=np.float64)
         if u.shape != (self.space.n_dofs,):
             raise OptionError(f"the iterate has shape {u.shape}, expected ({self.space.n_dofs},) (one value per dof)")
-        return linearize(self.plan, self.problem, self.executor, u, weights=self.weights, C_sigma=self.penalty,
-                         newton=newton, want_jacobian=want_jacobian, face_penalty=face_penalty)
+        return linearize(self.plan, self.problem, self.executor, u, weights=self.weights,
+                         C_sigma=self.options.penalty, newton=newton, want_jacobian=want_jacobian,
+                         face_penalty=face_penalty)
 
     def solve_linear(self, matrix, rhs) -> np.ndarray:
         from ..solve import solve
