@@ -27,6 +27,7 @@ DETAIL_ROWS = (
     ("  values (zeroed)", "values"),
     ("  quadrature points", "quadrature_points"),
     ("  coefficients", "coefficients"),
+    ("  u at the points", "iterate"),
     ("  penalty", "penalty"),
     ("  partition (ranks)", "partition"),
     ("  distribute (ranks)", "distribute"),
@@ -98,6 +99,8 @@ def format_table(summary: dict) -> str:
         lines.append(f"{label:22}{t[key]:12.4f}{t[key] * per:12.4f}")
     for label, key in DETAIL_ROWS:
         if key in ("partition", "distribute") and summary.get("ranks", 1) == 1:
+            continue
+        if key == "iterate" and "nonlinear" not in summary:
             continue
         lines.append(f"{label:22}{t[key]:12.4f}{t[key] * per:12.4f}")
     if "solver" in summary:

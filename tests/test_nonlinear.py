@@ -201,3 +201,28 @@ def test_gpu_executor_on_the_simulator_equals_the_cpu(tmp_path):
             assert np.abs(got[key + "-data"] - lin.jacobian.data).max() <= 1e-13 * scale, key
             assert np.abs(got[key + "-residual"] - lin.residual).max() <= 1e-13 * np.abs(lin.residual).max(), key
         assert np.array_equal(got[name + "-again"], got[f"{name}-newton-data"])
+
+
+def test_command_line_runs_newton_and_reports_the_iteration(tmp_path, capsys):
+    import json
+
+    from polydg.cli import main
+
+    summary = tmp_path / "run.json"
+    args = ["--problem", "quasilinear", "--mesh", "square:16", "--agglomerate", "20", "--degree", "1"]
+    assert main(args + ["--json", str(summary)]) == 0
+    err = capsys.readouterr().err
+    assert "newton 1: residual" in err and "newton converged in" in err
+    record = json.loads(summary.read_text())["nonlinear"]
+    assert record["method"] == "newton" and record["iterations"] == len(record["updates"]) >= 3
+    assert record["residuals"][-1] <= 1e-10 * record["residuals"][0]
+    assert set(record["seconds"][0]) == {"assembly", "solve", "line_search"}
+    assert main(args + ["--nonlinear", "picard", "--json", str(summary), "--quiet"]) == 0
+    picard = json.loads(summary.read_text())
+    assert picard["nonlinear"]["method"] == "picard" and picard["nonlinear"]["iterations"] > record["iterations"]
+    assert "errors" in picard
+    # no convergence: one line, exit 2
+    capsys.readouterr()
+    assert main(args + ["--max-iterations", "2", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "did not converge in 2 iterations" in err

@@ -52,13 +52,14 @@ def _field_at_points(t_lo, t_hi, entity_element, offsets, X, coefficients, dof_o
 
 def field_at_points(space, coefficients: np.ndarray, entity_element: np.ndarray, offsets: np.ndarray,
                     X: np.ndarray, tables: tuple, values: np.ndarray | None = None,
-                    gradients: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    gradients: np.ndarray | None = None, run=parallel_range) -> tuple[np.ndarray, np.ndarray]:
     """u (n,) and grad u (n, d) at the points X of a ragged batch of entities.
 
     Entity t owns points ``offsets[t]:offsets[t+1]`` and lies in element ``entity_element[t]`` (-1: no
     element, the values are 0).  ``coefficients`` is the function's dof vector in ``space``;
     ``tables`` = (lo, hi, table, rec): the elements' boxes, the basis' multi-indices and the Legendre
-    recurrence, in the precision of ``X``.
+    recurrence, in the precision of ``X``.  ``run(kernel, lo, hi, *args)`` runs the compiled loop
+    (default :func:`~polydg.threads.parallel_range`).
 
     >>> from polydg.mesh import unit_square, build_polytopic_mesh
     >>> from polydg.space import DGSpace
@@ -79,7 +80,7 @@ def field_at_points(space, coefficients: np.ndarray, entity_element: np.ndarray,
     values = np.empty(n, dtype) if values is None else values
     gradients = np.empty((n, d), dtype) if gradients is None else gradients
     coefficients = np.ascontiguousarray(coefficients, dtype=dtype)
-    parallel_range(_field_at_points, 0, len(entity_element), np.ascontiguousarray(entity_element, np.int64),
+    run(_field_at_points, 0, len(entity_element), np.ascontiguousarray(entity_element, np.int64),
                    offsets, X, coefficients, space.dof_offsets, lo, hi, space.degree, space.element_dofs, table,
                    rec, values, gradients)
     return values, gradients

@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from ..basis import element_box_tables, eval_basis_point_scaled
-from ..threads import parallel_range, range_kernel
+from ..threads import range_kernel
 from .batched import contract
 
 #: points per batch of a row's contraction
@@ -208,16 +208,6 @@ def _boundary_rows(e_lo, e_hi, boundary_offsets, face_local, pts, X, W, M, RHO, 
             rhs[row_start[e] + i] += vec[i]
 
 
-def volume_rows(e_lo, e_hi, *args) -> None:
-    """The volume terms of the rows of elements e_lo:e_hi (see the module docstring)."""
-    parallel_range(_volume_rows, e_lo, e_hi, *args)
-
-
-def interior_rows(e_lo, e_hi, *args) -> None:
-    """The interior-face terms of the rows of elements e_lo:e_hi."""
-    parallel_range(_interior_rows, e_lo, e_hi, *args)
-
-
-def boundary_rows(e_lo, e_hi, *args) -> None:
-    """The boundary-face terms of the rows of elements e_lo:e_hi."""
-    parallel_range(_boundary_rows, e_lo, e_hi, *args)
+#: the row kernels (run by ``threads.parallel_range`` over a range of elements): volume terms,
+#: interior-face terms and boundary-face terms of each element's rows
+volume_kernel, interior_kernel, boundary_kernel = _volume_rows, _interior_rows, _boundary_rows

@@ -24,7 +24,8 @@ meshes: square:N, cube:N, oscillating-square:N (options :perturb=F:seed=S), or a
   (Gmsh .msh, VTU and other meshio formats, legacy VTK POLYDATA polygons).
 problems: paper-2d, paper-3d, poisson, advection, change-of-type, neumann,
   polynomial:P[:KIND[:SEED]], path/to/file.py:NAME or package.module:NAME;
-  space-time (with --time-slabs N [--final-time T]): paper-2d1, paper-3d1.
+  space-time (with --time-slabs N [--final-time T]): paper-2d1, paper-3d1;
+  nonlinear (Newton by default): quasilinear, cubic, bratu; space-time fisher-kpp.
 output (--output DIR): matrix.npz (scipy.sparse.save_npz), rhs.npy, solution.npy (with --solve),
   solution.vtu (element id, degree, element means of the solution), summary.json.
 MPI: mpiexec -n N python -m polydg.assemble ... assembles on N ranks (one thread each unless
@@ -82,6 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="P: total degree p in (x, t) (default); PQ: degree p in t times total degree p in x")
     t.add_argument("--local-steps", metavar="M|M1:M2",
                    help="M time steps per element inside each slab, or random in [M1, M2] per element (--seed)")
+    n = p.add_argument_group("nonlinear problems (a coefficient of u: e.g. --problem quasilinear)")
+    n.add_argument("--nonlinear", choices=("newton", "picard"),
+                   help="Newton with the exact Jacobian and a line search (default), or Picard (coefficients "
+                        "frozen at each iterate)")
+    n.add_argument("--tol", type=float, default=1e-10, metavar="RTOL",
+                   help="stop when the residual falls below RTOL times the first one (default 1e-10)")
+    n.add_argument("--max-iterations", type=int, default=30, metavar="N",
+                   help="give up (exit 2) after N iterations (default 30)")
     o = p.add_argument_group("solve and output")
     o.add_argument("--solve", nargs="?", const="direct", choices=("direct", "iterative"),
                    help="solve with SciPy, or with cupyx on the device under --backend cupy (default direct; the "

@@ -38,6 +38,10 @@ def run(args: argparse.Namespace) -> dict:
             return run_space_time(args, opts, problem, mesh, degree, say)
         space = DGSpace(mesh, degree)
         say(f"DG space: {space}; problem {problem.name}")
+        if problem.nonlinear:  # Newton or Picard on a kept plan
+            from .nonlinear import run_nonlinear
+
+            return run_nonlinear(args, opts, problem, space, say)
         runs, result = [], None
         workspace = Workspace()  # the repeats reuse the quadrature points' and coefficients' arrays
         for r in range(args.repeat):

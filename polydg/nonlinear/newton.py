@@ -70,7 +70,8 @@ class NonlinearResult:
 
     solution : the last iterate's coefficients; converged : always True (else a NonlinearError)
     residuals : ||R(u_k)|| for k = 0, 1, ...; updates : ||u_{k+1} - u_k||; steps : the line search's step
-    seconds : per step, {"assembly": ..., "solve": ..., "line_search": ...}
+    seconds : per step, {"assembly": ..., "solve": ..., "line_search": ...} (assembly without compilation)
+    jit : seconds of compilation (or cache loading) of the kernels, apart
     face_penalty : sigma_F of the solution; last : the last assembly (its Jacobian and residual)
     """
 
@@ -83,6 +84,7 @@ class NonlinearResult:
     face_penalty: np.ndarray | None = None
     last: Any = None
     converged: bool = True
+    jit: float = 0.0
 
     @property
     def iterations(self) -> int:
@@ -91,7 +93,7 @@ class NonlinearResult:
     def summary(self) -> dict:
         """The JSON-ready record of the iteration (summary.json's ``nonlinear``)."""
         return {"method": self.method, "iterations": self.iterations, "residuals": self.residuals,
-                "updates": self.updates, "steps": self.steps, "seconds": self.seconds}
+                "updates": self.updates, "steps": self.steps, "seconds": self.seconds, "jit_seconds": self.jit}
 
 
 def solve_iteration(system, u0: np.ndarray, options: NonlinearOptions | None = None,
@@ -108,11 +110,14 @@ def solve_iteration(system, u0: np.ndarray, options: NonlinearOptions | None = N
     u = np.array(u0, dtype=np.float64, copy=True)
     result = NonlinearResult(solution=u, method=options.method)
     sigma = None  # None: sigma at each iterate; else frozen
-    t = time.perf_counter()
-    lin = system.linearize(u, newton=newton, want_jacobian=True, face_penalty=sigma)
-    assembly_seconds = time.perf_counter() - t
-    r = float(np.linalg.norm(lin.residual))
-    r0 = r
+
+    def assembled(v, want_jacobian=True):
+        lin = system.linearize(v, newton=newton, want_jacobian=want_jacobian, face_penalty=sigma)
+        result.jit += lin.info["timings"].get("jit", 0.0)  # compilation, reported apart
+        return lin, lin.info["timings"]["total_assembly"]
+
+    lin, assembly_seconds = assembled(u)
+    r = r0 = float(np.linalg.norm(lin.residual))
     result.residuals.append(r)
     _check_finite(r, name, 0, r0)
     if progress:
@@ -120,29 +125,30 @@ def solve_iteration(system, u0: np.ndarray, options: NonlinearOptions | None = N
     for k in range(1, options.max_iterations + 1):
         if _small(r, r0, options) and _penalty_settled(lin, sigma, options):
             break
+        extra = 0.0
         if sigma is not None and not _penalty_settled(lin, sigma, options):
             sigma = lin.info["penalty_at_iterate"]  # the solution's own sigma: go on with it
-            lin = system.linearize(u, newton=newton, want_jacobian=True, face_penalty=sigma)
+            lin, extra = assembled(u)
             r = float(np.linalg.norm(lin.residual))
         t = time.perf_counter()
         du = system.solve_linear(lin.jacobian, -lin.residual)
         solve_seconds = time.perf_counter() - t
-        t = time.perf_counter()
-        step, trial, r_new, searched = 1.0, None, np.inf, 0.0
+        step, searched = 1.0, 0.0
         while True:
-            t_try = time.perf_counter()
             full = step == 1.0 or not options.line_search
-            trial = system.linearize(u + step * du, newton=newton, want_jacobian=full, face_penalty=sigma)
+            trial, seconds = assembled(u + step * du, want_jacobian=full)
             r_new = float(np.linalg.norm(trial.residual))
             if step < 1.0:
-                searched += time.perf_counter() - t_try
+                searched += seconds
+            else:
+                assembly_seconds = seconds + extra
             if (not options.line_search or r_new <= (1 - 1e-4 * step) * r or step <= 1 / 64
                     or _small(r_new, r0, options)):
                 break
             step /= 2
         if trial.jacobian is None:  # accepted after backtracking: the Jacobian there
-            trial = system.linearize(u + step * du, newton=newton, want_jacobian=True, face_penalty=sigma)
-        assembly_seconds = time.perf_counter() - t - searched
+            trial, seconds = assembled(u + step * du)
+            assembly_seconds += seconds
         u = u + step * du
         lin, r = trial, r_new
         update = float(np.linalg.norm(step * du))

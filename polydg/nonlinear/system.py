@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 
 from ..assembly.linearized_passes import HostExecutor, Linearization, linearize
 from ..assembly.options import AssemblyOptions, assembly_options
-from ..assembly.penalty import penalty_weights
+from ..assembly.pattern import compile_pattern_kernels
+from ..assembly.penalty import compile_penalty_kernels, penalty_weights
+from ..assembly.points import compile_point_kernels
 from ..assembly.plan import plan_assembly
 from ..assembly.scope import AssemblyScope
 from ..errors import OptionError
@@ -22,6 +25,7 @@ class NonlinearSystem:
     ``options`` (or their fields as keywords) as for :func:`~polydg.assembly.assemble`: penalty, penalty_kind,
     quadrature_extra, memory_budget_mb and backend are used; the linearisation is always in double
     precision and by rows (approach 2).  ``linear_solver`` is the method of each step's linear solve.
+    ``plan_seconds`` is what making the plan took, ``jit_seconds`` its kernels' compilation (apart).
     """
 
     def __init__(self, space, problem, options: AssemblyOptions | None = None, *, linear_solver: str = "direct",
@@ -34,6 +38,12 @@ class NonlinearSystem:
         self.problem = as_problem(problem, space.mesh.dim)
         self.linear_solver = linear_solver
         mesh = space.mesh
+        start = time.perf_counter()
+        compile_pattern_kernels()
+        compile_point_kernels(mesh.dim)
+        compile_penalty_kernels()
+        self.jit_seconds = time.perf_counter() - start  # compilation or cache loading, apart
+        start = time.perf_counter()
         # the plan's own penalty is not used: sigma comes from a_K at each iterate
         scope = dataclasses.replace(scope or AssemblyScope(), face_penalty=np.zeros(mesh.n_faces))
         self.plan = plan_assembly(space, self.problem, self.options.replace(backend="numpy"), scope)
@@ -44,6 +54,7 @@ class NonlinearSystem:
             self.executor = DeviceExecutor(self.plan, self.options.backend)
         else:
             self.executor = HostExecutor(self.plan)
+        self.plan_seconds = time.perf_counter() - start
 
     def linearize(self, u: np.ndarray, *, newton: bool = True, want_jacobian: bool = True,
                   face_penalty: np.ndarray | None = None) -> Linearization:

@@ -1,0 +1,59 @@
+"""A nonlinear problem's run: Newton (or Picard) on a kept plan, one progress line per iterate.
+
+The table reports the last iterate's assembly (the Jacobian and residual at the solution, per
+iteration), the solve row the linear solves summed over the iteration; summary.json's ``nonlinear``
+holds the iteration (method, iterations, residuals, updates, steps, seconds per iterate).  With
+``--output``, matrix.npz is the Jacobian at the solution and rhs.npy the residual there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import numpy as np
+
+from .inputs import RunOptions
+from .outputs import report
+
+
+def nonlinear_options(args: argparse.Namespace, opts: RunOptions):
+    """The iteration's options from ``--nonlinear``, ``--tol``, ``--max-iterations`` (and ``--solve`` for each
+    step's linear solve)."""
+    from ..nonlinear import NonlinearOptions
+
+    return NonlinearOptions(method=args.nonlinear or "newton", rtol=args.tol, max_iterations=args.max_iterations,
+                            linear_solver=opts.method or "direct")
+
+
+def run_nonlinear(args: argparse.Namespace, opts: RunOptions, problem, space, say) -> dict:
+    """Solve R(u) = 0 from u = 0 and report; a NonlinearError (no convergence) is one line, exit 2."""
+    from ..assembly import AssemblyResult
+    from ..nonlinear import NonlinearSystem, solve_iteration
+    from ..problem import Problem
+    from ..solve import errors
+
+    nonlinear = nonlinear_options(args, opts)
+    system = NonlinearSystem(space, problem, opts.assembly, linear_solver=nonlinear.linear_solver)
+    say(f"nonlinear problem {problem.name}: {nonlinear.method} from u = 0 (plan made in {system.plan_seconds:.3f} s)")
+    result = solve_iteration(system, np.zeros(space.n_dofs), nonlinear, progress=say)
+    say(f"{nonlinear.method} converged in {result.iterations} iterations: residual {result.residuals[-1]:.3e} "
+        f"(from {result.residuals[0]:.3e})")
+    last = result.last
+    timings = dict(last.info["timings"])
+    timings["jit"] = system.jit_seconds + result.jit
+    timings["indices"] = system.plan_seconds  # the plan (pattern, points' rules, chunks) is made once
+    info = {"precision": "double", "backend": system.options.backend, "approach": "2",
+            "penalty": {"constant": system.options.penalty, "kind": system.options.penalty_kind},
+            "quadrature_extra": system.options.quadrature_extra, "options": system.options.as_dict()}
+    assembly = AssemblyResult(last.jacobian, last.residual, last.face_penalty, info)
+    solve_seconds = float(sum(s["solve"] for s in result.seconds))
+    solve_info = {"seconds": solve_seconds, "solver": f"{nonlinear.method} + {nonlinear.linear_solver}",
+                  "method": nonlinear.linear_solver, "iterations": result.iterations}
+    errs = None
+    if problem.exact is not None:  # the norms of the Laplacian (a = 1): the problem's a depends on u
+        norms = Problem(problem.name, diffusion=1.0, exact=problem.exact, exact_gradient=problem.exact_gradient)
+        errs = errors(space, norms, result.solution, penalty_values=last.face_penalty)
+    return report(args, opts, say, space, problem, assembly, timings, (result.solution, solve_info, errs),
+                  extra={"nonlinear": result.summary()})
+
+
+__all__ = ["nonlinear_options", "run_nonlinear"]
