@@ -88,6 +88,7 @@ def run_space_time(args: argparse.Namespace, opts: RunOptions, problem: Problem,
     from ..report import format_table, summary_dict, write_json
     from ..spacetime.march import march
     from ..spacetime.slab import random_local_steps
+    from .nonlinear import nonlinear_options
 
     final_time = DEFAULT_FINAL_TIME if args.final_time is None else float(args.final_time)
     quadrature_simplices = getattr(args, "quadrature_simplices", DEFAULT_QUADRATURE_SIMPLICES)
@@ -97,7 +98,7 @@ def run_space_time(args: argparse.Namespace, opts: RunOptions, problem: Problem,
     result = march(mesh, problem, degree, n_slabs=int(args.time_slabs), final_time=final_time,
                    method=args.solve or "direct", space_time_basis=args.space_time_basis or "P", local_steps=steps,
                    quadrature_simplices=quadrature_simplices, progress=say, assembler=assembler,
-                   options=opts.assembly)
+                   options=opts.assembly, nonlinear=nonlinear_options(args, opts) if problem.nonlinear else None)
     per_slab = result.timings
     totals = result.total_timings()
     assembled = result.info["assembled_per_slab"]
@@ -114,6 +115,9 @@ def run_space_time(args: argparse.Namespace, opts: RunOptions, problem: Problem,
                    timings_all_slabs=totals, factorisations=result.info["factorisations"],
                    assembled_per_slab=assembled, table_slab=table_slab + 1,
                    local_steps=result.info["local_steps"])
+    if problem.nonlinear:
+        summary["nonlinear"] = {"method": args.nonlinear or "newton",
+                                "iterations_per_slab": result.info["nonlinear_iterations_per_slab"]}
     if assembler is not None:  # each slab's timings per rank; the table's are the slowest rank's
         summary.update(timings_per_rank=assembler.rank_timings[-1], rank_timings_per_slab=assembler.rank_timings,
                        balance=result.assembly.info["balance"])

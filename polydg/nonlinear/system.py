@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import numpy as np
@@ -25,11 +24,13 @@ class NonlinearSystem:
     ``options`` (or their fields as keywords) as for :func:`~polydg.assembly.assemble`: penalty, penalty_kind,
     quadrature_extra, memory_budget_mb and backend are used; the linearisation is always in double
     precision and by rows (approach 2).  ``linear_solver`` is the method of each step's linear solve.
-    ``plan_seconds`` is what making the plan took, ``jit_seconds`` its kernels' compilation (apart).
+    ``face_penalty_scale`` (one factor per face) multiplies the penalty at every iterate (a space-time
+    slab with local time steps: 0 between an element's steps).  ``plan_seconds`` is what making the plan
+    took, ``jit_seconds`` its kernels' compilation (apart).
     """
 
     def __init__(self, space, problem, options: AssemblyOptions | None = None, *, linear_solver: str = "direct",
-                 scope: AssemblyScope | None = None, **choices):
+                 face_penalty_scale: np.ndarray | None = None, **choices):
         options = assembly_options(options, choices).resolved()
         if options.precision != "double":
             raise OptionError("a nonlinear problem is linearised in double precision (precision 'double')")
@@ -45,9 +46,11 @@ class NonlinearSystem:
         self.jit_seconds = time.perf_counter() - start  # compilation or cache loading, apart
         start = time.perf_counter()
         # the plan's own penalty is not used: sigma comes from a_K at each iterate
-        scope = dataclasses.replace(scope or AssemblyScope(), face_penalty=np.zeros(mesh.n_faces))
-        self.plan = plan_assembly(space, self.problem, self.options.replace(backend="numpy"), scope)
+        self.plan = plan_assembly(space, self.problem, self.options.replace(backend="numpy"),
+                                  AssemblyScope(face_penalty=np.zeros(mesh.n_faces)))
         self.weights = penalty_weights(mesh, space.degree, self.options.penalty_kind)
+        if face_penalty_scale is not None:
+            self.weights = self.weights * np.asarray(face_penalty_scale, dtype=np.float64)[:, None]
         if self.options.backend != "numpy":
             from ..assembly.cuda_linearized import DeviceExecutor
 

@@ -175,7 +175,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
           quadrature_simplices: str = DEFAULT_QUADRATURE_SIMPLICES, autonomous: bool | None = None,
           coefficients_free_of_t: bool | None = None, compute_errors: bool = True,
           progress: Callable[[str], None] | None = None, assembler: Callable | None = None,
-          options: AssemblyOptions | None = None, **choices: Any) -> MarchResult:
+          options: AssemblyOptions | None = None, nonlinear: Any = None, **choices: Any) -> MarchResult:
     """Solve a space-time problem slab by slab; returns a :class:`MarchResult`.
 
     Parameters
@@ -220,6 +220,11 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         :func:`polydg.assembly.assemble` on the slab problem
         (:class:`polydg.distributed.spacetime.SlabAssembler` assembles on
         all MPI ranks)
+    nonlinear : the :class:`~polydg.nonlinear.NonlinearOptions` of each slab's Newton (or Picard)
+        iteration, for a problem whose coefficients depend on u (default: Newton's defaults, each
+        step's linear system solved by ``method``).  Each slab starts from the previous slab's
+        solution (slabs of one length share their dofs), the first from zero; the bottom load of the
+        trace enters the residual.  One process (no ``assembler``), the CPU or one device
     options : the :class:`~polydg.assembly.AssemblyOptions` of every slab's
         assembly (or its fields as keywords ``choices``: penalty,
         quadrature_extra, backend, ...), every one passed to each slab as
@@ -267,6 +272,14 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     state = SlabState(backend if on_device else "numpy", problem, rule, bottom_rule, top_rule, offsets, pmax + 2,
                       with_errors)
 
+    if problem.nonlinear:
+        from ..nonlinear import NonlinearOptions
+
+        if assembler is not None:
+            raise OptionError("a nonlinear space-time problem is marched on one process (no MPI ranks yet)")
+        nonlinear = nonlinear or NonlinearOptions(linear_solver=method)
+        autonomous, coefficients_free_of_t = False, False  # every slab's system is its own
+        iterations_per_slab: list[int] = []
     base: PolytopicMesh | None = None  # the slab mesh of the current slab length, at base_t0
     base_t0 = base_tau = 0.0
     assembled = None  # the AssemblyResult reused by autonomous problems
@@ -291,34 +304,45 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
             state.tabulate(space, t0, t1)
         t_mesh = time.perf_counter() - start + (t_quadrature_mesh if n == 1 else 0.0)
 
-        if autonomous and assembled is not None and same_length:
-            result, what = assembled, NOTHING
-            stage = {"total_assembly": 0.0}
+        if problem.nonlinear:
+            guess = previous[1] if previous is not None and same_length else None
+            u, result, stage, solve_info = _nonlinear_slab(space, slab, options, penalty_scale, state, guess,
+                                                           nonlinear, progress)
+            iterations_per_slab.append(solve_info["iterations"])
+            what = f"{nonlinear.method}, {solve_info['iterations']} iterations"
+            assembled_per_slab.append(MATRIX_AND_LOAD)
+            matrix = result.matrix
+            state.carry(u)
+            stage["mesh"] = t_mesh
         else:
-            t = time.perf_counter()
-            load_only = kept.keeps(same_length, space, slab)
-            t_check = time.perf_counter() - t
-            result = _assemble_slab(space, slab, (t0, t1), options, load_only, kept, assembler, workspace,
-                                    penalty_scale)
-            what = LOAD_ONLY if load_only else MATRIX_AND_LOAD
-            stage = dict(result.info["timings"], time_dependence=t_check)
-            if not load_only:
+            if autonomous and assembled is not None and same_length:
+                result, what = assembled, NOTHING
+                stage = {"total_assembly": 0.0}
+            else:
                 t = time.perf_counter()
-                kept.keep(result, space, slab)
-                stage["time_dependence"] += time.perf_counter() - t
-            assembled = result
-        assembled_per_slab.append(what)
-        matrix, rhs = result.matrix, result.rhs
+                load_only = kept.keeps(same_length, space, slab)
+                t_check = time.perf_counter() - t
+                result = _assemble_slab(space, slab, (t0, t1), options, load_only, kept, assembler, workspace,
+                                        penalty_scale)
+                what = LOAD_ONLY if load_only else MATRIX_AND_LOAD
+                stage = dict(result.info["timings"], time_dependence=t_check)
+                if not load_only:
+                    t = time.perf_counter()
+                    kept.keep(result, space, slab)
+                    stage["time_dependence"] += time.perf_counter() - t
+                assembled = result
+            assembled_per_slab.append(what)
+            matrix, rhs = result.matrix, result.rhs
 
-        t = time.perf_counter()
-        load = state.load(rhs)  # rhs + the bottom term of the carried trace (u_0 on the first slab)
-        stage["trace"] = time.perf_counter() - t
+            t = time.perf_counter()
+            load = state.load(rhs)  # rhs + the bottom term of the carried trace (u_0 on the first slab)
+            stage["trace"] = time.perf_counter() - t
 
-        unchanged = what != MATRIX_AND_LOAD or (kept.constant and same_length)
-        u, solve_info = state.solve(matrix, load, method, unchanged, kept.constant)
-        state.carry(u)
-        stage["solve"] = solve_info["seconds"]
-        stage["mesh"] = t_mesh
+            unchanged = what != MATRIX_AND_LOAD or (kept.constant and same_length)
+            u, solve_info = state.solve(matrix, load, method, unchanged, kept.constant)
+            state.carry(u)
+            stage["solve"] = solve_info["seconds"]
+            stage["mesh"] = t_mesh
 
         t = time.perf_counter()
         if with_errors:  # on prisms: the spatial rule times Gauss in t (exact in t to degree 2 pmax + 3)
@@ -345,8 +369,54 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
             "matrix_assemblies": assembled_per_slab.count(MATRIX_AND_LOAD),
             "load_assemblies": assembled_per_slab.count(LOAD_ONLY),
             "reused_assemblies": assembled_per_slab.count(NOTHING), "autonomous": bool(autonomous),
+            "nonlinear_iterations_per_slab": iterations_per_slab if problem.nonlinear else None,
             "solver": {k: v for k, v in solve_info.items() if isinstance(v, (int, float, str, bool))}}
     return MarchResult(u, space, nodes, timings, result_errors, info, result)
+
+
+def _nonlinear_slab(space: DGSpace, slab: Problem, options: AssemblyOptions, penalty_scale, state: SlabState,
+                    guess, nonlinear, progress) -> tuple[Any, Any, dict, dict]:
+    """One slab of a nonlinear problem: R(u) - (the bottom load of the carried trace) = 0 by Newton (or
+    Picard) from ``guess`` (zero when None); returns the solution, the last linearisation as an
+    AssemblyResult, the slab's timings and the solve's info."""
+    from ..assembly import AssemblyResult
+    from ..nonlinear import NonlinearSystem, solve_iteration
+
+    system = NonlinearSystem(space, slab, options, linear_solver=nonlinear.linear_solver,
+                             face_penalty_scale=penalty_scale)
+    bottom = bk.to_host(state.load(np.zeros(space.n_dofs)))  # the previous slab's trace (u_0 at first)
+    slab_system = _WithLoad(system, bottom)
+    u0 = np.zeros(space.n_dofs) if guess is None else bk.to_host(guess)
+    result = solve_iteration(slab_system, u0, nonlinear,
+                             None if progress is None else (lambda line: progress("  " + line)))
+    last = result.last
+    stage = dict(last.info["timings"])
+    stage["total_assembly"] = float(sum(s["assembly"] + s["line_search"] for s in result.seconds))
+    stage["jit"] = system.jit_seconds + result.jit
+    solve_seconds = float(sum(s["solve"] for s in result.seconds))
+    stage["solve"] = solve_seconds
+    info = {"precision": "double", "backend": system.options.backend, "approach": "2", "iterations":
+            result.iterations, "penalty": {"constant": system.options.penalty, "kind": system.options.penalty_kind},
+            "quadrature_extra": system.options.quadrature_extra, "options": system.options.as_dict()}
+    assembly = AssemblyResult(last.jacobian, last.residual, last.face_penalty, info)
+    solve_info = {"seconds": solve_seconds, "solver": f"{nonlinear.method} + {nonlinear.linear_solver}",
+                  "iterations": result.iterations, "residual": result.residuals[-1]}
+    return state.xp.asarray(result.solution), assembly, stage, solve_info
+
+
+class _WithLoad:
+    """A nonlinear system whose residual carries one more load: R(u) - load."""
+
+    def __init__(self, system, load: np.ndarray):
+        self.system, self.load = system, load
+
+    def linearize(self, u, **kwargs):
+        lin = self.system.linearize(u, **kwargs)
+        lin.residual = lin.residual - self.load
+        return lin
+
+    def solve_linear(self, matrix, rhs):
+        return self.system.solve_linear(matrix, rhs)
 
 
 def _assemble_slab(space: DGSpace, slab: Problem, interval: tuple[float, float], options: AssemblyOptions,
