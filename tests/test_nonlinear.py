@@ -265,3 +265,38 @@ def test_fisher_kpp_march_converges_at_the_optimal_rate_with_newton_per_slab():
     result = march(agglomerate(from_spec("cube:2"), 4), builtin_problem("fisher-kpp", 3), 1, n_slabs=2,
                    final_time=0.2, nonlinear=NonlinearOptions(method="picard", max_iterations=40))
     assert result.errors["l2"] < 0.5 and len(result.info["nonlinear_iterations_per_slab"]) == 2
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_ranks_gather_the_one_process_jacobian_and_residual_bit_for_bit(tmp_path, ranks):
+    import os
+    import shutil
+    import subprocess
+
+    pytest.importorskip("mpi4py")
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec is None:
+        pytest.skip("mpiexec not found (pip install 'polydg[mpi]')")
+    import mpi_nonlinear_cases as cases
+
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(repo) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("NUMBA_NUM_THREADS", None)
+    run = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, str(repo / "tests" / "mpi_nonlinear_cases.py"),
+                          str(tmp_path)], capture_output=True, text=True, timeout=600, env=env, cwd=repo)
+    assert run.returncode == 0, run.stderr[-3000:]
+    for name, space, problem in cases.case_spaces():
+        system = NonlinearSystem(space, problem)
+        u = cases.iterate(space)
+        lin = system.linearize(u)
+        got = np.load(tmp_path / f"{name}-linearised.npz")
+        assert np.array_equal(got["indptr"], lin.jacobian.indptr) and np.array_equal(got["indices"],
+                                                                                     lin.jacobian.indices)
+        assert np.array_equal(got["data"], lin.jacobian.data), name
+        assert np.array_equal(got["residual"], lin.residual), name
+        assert np.array_equal(got["own"], lin.info["penalty_at_iterate"]), name
+        alone = system.linearize(u, want_jacobian=False, face_penalty=lin.face_penalty)
+        assert np.array_equal(got["residual_alone"], alone.residual)
+        solution = np.load(tmp_path / f"{name}-solution.npz")["solution"]
+        one = solve_nonlinear(space, problem).solution
+        assert np.abs(solution - one).max() <= 1e-12 * np.abs(one).max()

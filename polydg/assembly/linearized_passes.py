@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,7 +27,6 @@ from .fields import field_at_points
 from ..threads import parallel_range
 from .linearization import HOST_LOOPS, CoefficientsAtIterate, PointForms, boundary_forms, interior_forms, volume_forms
 from .passes import chunk_interfaces, expand_ranges
-from .penalty import penalty_from_weights
 from .plan import AssemblyPlan
 from .points import PointBatch, simplex_points
 from .timing import Timer
@@ -150,14 +150,16 @@ class HostExecutor:
         return jacobian, self.rhs
 
 
-def linearize(plan: AssemblyPlan, problem, executor, u, *, weights: np.ndarray, C_sigma: float, newton: bool = True,
-              want_jacobian: bool = True, face_penalty: np.ndarray | None = None) -> Linearization:
+def linearize(plan: AssemblyPlan, problem, executor, u, *, penalty_at: Callable[[np.ndarray], np.ndarray],
+              newton: bool = True, want_jacobian: bool = True,
+              face_penalty: np.ndarray | None = None) -> Linearization:
     """The Jacobian (Newton's, or Picard's with ``newton=False``) and residual at the iterate ``u``, by
     ``executor`` (:class:`HostExecutor` or the device's); the residual alone without ``want_jacobian``.
 
-    ``weights`` are the faces' penalty weights (:func:`~polydg.assembly.penalty.penalty_weights`),
-    multiplied by C_sigma and a_K at the iterate; a given ``face_penalty`` (sigma_F per face) is used
-    instead (the iterate's own is still reported as ``info["penalty_at_iterate"]``).
+    ``penalty_at(a_bound)`` gives sigma_F of the plan's faces from a_K at the iterate (a_bound, per
+    element, gathered by the volume pass; zero for elements without points here, e.g. another rank's);
+    a given ``face_penalty`` is used instead (the iterate's own is still reported as
+    ``info["penalty_at_iterate"]``).
     """
     timer = Timer()
     for key in ("iterate", "forms", "_jit_mark"):
@@ -168,7 +170,7 @@ def linearize(plan: AssemblyPlan, problem, executor, u, *, weights: np.ndarray, 
     a_bound = np.zeros(plan.mesh.n_elements)
     _volume_pass(plan, executor, coefficients, a_bound)
     t = time.perf_counter()
-    own = penalty_from_weights(weights, plan.mesh.face_elements, a_bound, C_sigma)
+    own = penalty_at(a_bound)
     sigma = own if face_penalty is None else np.asarray(face_penalty, dtype=np.float64)
     timer.add("penalty", t)
     if plan.mesh.n_interior_faces:

@@ -166,47 +166,17 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
     :class:`~polydg.distributed.comm.RankFailure` on every rank.
     """
     rank, size = comm.Get_rank(), comm.Get_size()
-    timings = {}
     t0 = time.perf_counter()
     compile_relabel_kernel()
     jit = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    parts = None
-    if reuse is not None:  # the same space, partition and parts as a previous call
-        part, ranks = reuse.part, reuse.info.get("element_ranks")
     with collective_phase(comm):
         options = assembly_options(options, choices)  # the same check, and error, on every rank
-        if rank == root and reuse is None:
-            scope = AssemblyScope() if scope is None else scope
-            if scope.elements is not None or scope.column_numbering is not None:
-                raise OptionError("elements and column_numbering are chosen per rank by the distributed assembly")
-            scope.check(space.mesh, options.approach, matrix)
-            if ranks is None:
-                ranks = rank_partition(space, size, weighted=weighted, quadrature_extra=options.quadrature_extra)
-            ranks = np.asarray(ranks, dtype=np.int64)
-            if ranks.shape != (space.mesh.n_elements,) or ranks.min() < 0 or ranks.max() >= size:
-                raise OptionError(f"ranks must give a rank in [0, {size}) for each of the "
-                                  f"{space.mesh.n_elements} elements")
-            parts = rank_parts(space, ranks, penalty_kind=options.penalty_kind, scope=scope)
-    timings["partition"] = time.perf_counter() - t0
-    if say is not None and rank == root and reuse is None:
-        say(f"partitioned {space.mesh.n_elements:,} elements over {size} ranks in {timings['partition']:.3f} s")
-
-    t = time.perf_counter()
-    with collective_phase(comm):
-        if reuse is not None:
-            pass
-        elif rank == root:
-            mine = None
-            for part in parts:  # built and sent one at a time: rank 0 never holds them all
-                if part.rank == root:
-                    mine = part
-                else:
-                    comm.send(part, dest=part.rank, tag=11)
-            part = mine
-        else:
-            part = comm.recv(source=root, tag=11)
-    timings["distribute"] = time.perf_counter() - t
+    if reuse is not None:  # the same space, partition and parts as a previous call
+        part, ranks = reuse.part, reuse.info.get("element_ranks")
+        timings = {"partition": 0.0, "distribute": 0.0}
+    else:
+        part, ranks, timings = hand_out_parts(space, comm, options, scope=scope, matrix=matrix, ranks=ranks,
+                                              weighted=weighted, root=root, say=say)
 
     with collective_phase(comm):
         problem = as_problem(problem, part.submesh.mesh.dim)
@@ -263,19 +233,69 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
                             "options": info["options"], "device": device["device"],
                             "device_index": device["device_index"], "node_rank": device["node_rank"]},
                            root=root)
-    single_of_rank = None
+    single = None
     if rank == root:
         info.update(_rank_report(per_rank))
-        new = rank_numbering(ranks)
-        nb = space.element_dofs
-        by_new = np.argsort(new)
-        single_of_rank = (np.repeat(space.dof_offsets[:-1][by_new] - np.r_[0, np.cumsum(nb[by_new])[:-1]],
-                                    nb[by_new]) + np.arange(space.n_dofs)).astype(np.int64)
-        # the other direction: rank numbering of each single-process dof
+        single = single_of_rank(space, ranks)
         info["element_ranks"] = ranks
     return DistributedAssembly(matrix=matrix, rhs=result.rhs, row_range=part.row_range, dofs=dofs, info=info,
                                comm=comm, face_penalty=sigma, faces=part.submesh.faces, part=part,
-                               _single_of_rank=single_of_rank)
+                               _single_of_rank=single)
+
+
+def hand_out_parts(space, comm, options: AssemblyOptions, *, scope: AssemblyScope | None = None, matrix: bool = True,
+                   ranks: np.ndarray | None = None, weighted: bool = True, root: int = 0,
+                   say=None) -> tuple[RankPart, np.ndarray | None, dict]:
+    """Partition ``space`` (on ``root``) over the ranks of ``comm`` and send each rank its part.
+
+    Returns this rank's :class:`RankPart`, the rank of every element (on ``root``; None elsewhere) and the
+    seconds of the ``partition`` and ``distribute`` steps.  ``scope`` (on ``root``: arrays over the whole
+    mesh) gives penalties, penalty scales and the load's boundary faces, handed to each rank for its faces.
+    A collective call.
+    """
+    rank, size = comm.Get_rank(), comm.Get_size()
+    timings = {}
+    t0 = time.perf_counter()
+    parts = None
+    with collective_phase(comm):
+        if rank == root:
+            scope = AssemblyScope() if scope is None else scope
+            if scope.elements is not None or scope.column_numbering is not None:
+                raise OptionError("elements and column_numbering are chosen per rank by the distributed assembly")
+            scope.check(space.mesh, options.approach, matrix)
+            if ranks is None:
+                ranks = rank_partition(space, size, weighted=weighted, quadrature_extra=options.quadrature_extra)
+            ranks = np.asarray(ranks, dtype=np.int64)
+            if ranks.shape != (space.mesh.n_elements,) or ranks.min() < 0 or ranks.max() >= size:
+                raise OptionError(f"ranks must give a rank in [0, {size}) for each of the "
+                                  f"{space.mesh.n_elements} elements")
+            parts = rank_parts(space, ranks, penalty_kind=options.penalty_kind, scope=scope)
+    timings["partition"] = time.perf_counter() - t0
+    if say is not None and rank == root:
+        say(f"partitioned {space.mesh.n_elements:,} elements over {size} ranks in {timings['partition']:.3f} s")
+    t = time.perf_counter()
+    with collective_phase(comm):
+        if rank == root:
+            mine = None
+            for part in parts:  # built and sent one at a time: rank 0 never holds them all
+                if part.rank == root:
+                    mine = part
+                else:
+                    comm.send(part, dest=part.rank, tag=11)
+            part = mine
+        else:
+            part = comm.recv(source=root, tag=11)
+    timings["distribute"] = time.perf_counter() - t
+    return part, ranks, timings
+
+
+def single_of_rank(space, ranks: np.ndarray) -> np.ndarray:
+    """The single-process dof of each rank-numbered dof (on the root, which holds ``space``)."""
+    new = rank_numbering(ranks)
+    nb = space.element_dofs
+    by_new = np.argsort(new)
+    return (np.repeat(space.dof_offsets[:-1][by_new] - np.r_[0, np.cumsum(nb[by_new])[:-1]], nb[by_new])
+            + np.arange(space.n_dofs)).astype(np.int64)
 
 
 def _owned_rows(space, part: RankPart) -> np.ndarray:

@@ -9,7 +9,7 @@ import numpy as np
 from ..assembly.linearized_passes import HostExecutor, Linearization, linearize
 from ..assembly.options import AssemblyOptions, assembly_options
 from ..assembly.pattern import compile_pattern_kernels
-from ..assembly.penalty import compile_penalty_kernels, penalty_weights
+from ..assembly.penalty import compile_penalty_kernels, penalty_from_weights, penalty_weights
 from ..assembly.points import compile_point_kernels
 from ..assembly.plan import plan_assembly
 from ..assembly.scope import AssemblyScope
@@ -25,12 +25,13 @@ class NonlinearSystem:
     quadrature_extra, memory_budget_mb and backend are used; the linearisation is always in double
     precision and by rows (approach 2).  ``linear_solver`` is the method of each step's linear solve.
     ``face_penalty_scale`` (one factor per face) multiplies the penalty at every iterate (a space-time
-    slab with local time steps: 0 between an element's steps).  ``plan_seconds`` is what making the plan
+    slab with local time steps: 0 between an element's steps).  ``scope`` gives the rows and their column
+    numbering (an MPI rank's: :class:`~polydg.distributed.nonlinear.DistributedNonlinearSystem`).  ``plan_seconds`` is what making the plan
     took, ``jit_seconds`` its kernels' compilation (apart).
     """
 
     def __init__(self, space, problem, options: AssemblyOptions | None = None, *, linear_solver: str = "direct",
-                 face_penalty_scale: np.ndarray | None = None, **choices):
+                 face_penalty_scale: np.ndarray | None = None, scope: AssemblyScope | None = None, **choices):
         options = assembly_options(options, choices).resolved()
         if options.precision != "double":
             raise OptionError("a nonlinear problem is linearised in double precision (precision 'double')")
@@ -46,8 +47,10 @@ class NonlinearSystem:
         self.jit_seconds = time.perf_counter() - start  # compilation or cache loading, apart
         start = time.perf_counter()
         # the plan's own penalty is not used: sigma comes from a_K at each iterate
+        rows = scope or AssemblyScope()
         self.plan = plan_assembly(space, self.problem, self.options.replace(backend="numpy"),
-                                  AssemblyScope(face_penalty=np.zeros(mesh.n_faces)))
+                                  AssemblyScope(elements=rows.elements, column_numbering=rows.column_numbering,
+                                                face_penalty=np.zeros(mesh.n_faces)))
         self.weights = penalty_weights(mesh, space.degree, self.options.penalty_kind)
         if face_penalty_scale is not None:
             self.weights = self.weights * np.asarray(face_penalty_scale, dtype=np.float64)[:, None]
@@ -65,9 +68,12 @@ class NonlinearSystem:
         u = np.asarray(u, dtype=np.float64)
         if u.shape != (self.space.n_dofs,):
             raise OptionError(f"the iterate has shape {u.shape}, expected ({self.space.n_dofs},) (one value per dof)")
-        return linearize(self.plan, self.problem, self.executor, u, weights=self.weights,
-                         C_sigma=self.options.penalty, newton=newton, want_jacobian=want_jacobian,
-                         face_penalty=face_penalty)
+        return linearize(self.plan, self.problem, self.executor, u, penalty_at=self.penalty_at, newton=newton,
+                         want_jacobian=want_jacobian, face_penalty=face_penalty)
+
+    def penalty_at(self, a_bound: np.ndarray) -> np.ndarray:
+        """sigma_F = C_sigma max over F's elements K of a_K w[F, K], from a_K at the iterate."""
+        return penalty_from_weights(self.weights, self.space.mesh.face_elements, a_bound, self.options.penalty)
 
     def solve_linear(self, matrix, rhs) -> np.ndarray:
         from ..solve import solve

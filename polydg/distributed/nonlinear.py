@@ -1,0 +1,153 @@
+"""A nonlinear problem across MPI ranks: each rank linearises its rows, rank 0 gathers them and iterates.
+
+::
+
+    rank 0: space --hand_out_parts--> one RankPart per rank (as for a linear assembly)
+    every rank: a NonlinearSystem of its rows (its plan kept for the whole iteration)
+    per iterate: rank 0 broadcasts u  -->  each rank: u on its elements and halo, its rows' Jacobian
+                 and residual (a_K of its elements --one Allreduce(MAX)--> sigma_F of its faces)
+             --> rank 0 gathers them: the one-process Jacobian and residual, bit for bit
+
+Rank 0 runs Newton's (or Picard's) iteration (:func:`~polydg.nonlinear.solve_iteration`) on a
+:class:`DistributedNonlinearSystem`, whose ``linearize`` tells the other ranks, waiting in :meth:`follow`,
+to linearise too; its linear solves are rank 0's (SciPy).  Every linearisation is a collective step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..assembly.options import AssemblyOptions, assembly_options
+from ..assembly.penalty import penalty_from_weights, penalty_weights
+from ..assembly.scope import AssemblyScope
+from ..nonlinear.system import NonlinearSystem
+from ..problem import as_problem
+from .assembly import DistributedAssembly, compile_relabel_kernel, hand_out_parts, single_of_rank
+from .comm import RankFailure, collective_phase
+from .parts import part_face_penalty
+
+#: what rank 0 tells the others (a broadcast per step)
+_LINEARIZE, _DONE = "linearize", "done"
+
+
+class DistributedNonlinearSystem:
+    """R(u) = 0 for ``problem`` on ``space`` across the ranks of ``comm`` (a collective constructor).
+
+    ``space`` is read on ``root`` only; ``options`` (or their fields as keywords) as for
+    :class:`~polydg.nonlinear.NonlinearSystem`.  On ``root``, :meth:`linearize` returns the gathered
+    Jacobian and residual in the one-process numbering; the other ranks call :meth:`follow` and take part
+    in each linearisation until rank 0 calls :meth:`finish`.
+    """
+
+    def __init__(self, space, problem, comm, options: AssemblyOptions | None = None, *, ranks=None,
+                 weighted: bool = True, root: int = 0, say=None, linear_solver: str = "direct", **choices):
+        compile_relabel_kernel()
+        self.comm, self.root = comm, root
+        with collective_phase(comm):
+            options = assembly_options(options, choices).replace(approach="2")
+        part, ranks, self.timings = hand_out_parts(space, comm, options, ranks=ranks, weighted=weighted,
+                                                   root=root, say=say)
+        with collective_phase(comm):
+            self.part = part
+            local_space = part.space()
+            columns = (part.rank_dof_offsets, part.rank_dof_offsets, part.n_dofs)
+            self.local = NonlinearSystem(local_space, as_problem(problem, local_space.mesh.dim), options,
+                                         linear_solver=linear_solver,
+                                         scope=AssemblyScope(elements=part.submesh.owned, column_numbering=columns))
+            self.local.penalty_at = self._penalty_at
+            self.dof_map = part.dof_map(local_space)  # the single-process dof of each local dof
+        self.options = self.local.options
+        self.space = space if comm.Get_rank() == root else None
+        if comm.Get_rank() == root:
+            self._single = single_of_rank(space, ranks)
+            self._weights = penalty_weights(space.mesh, space.degree, options.penalty_kind)
+            self.linear_solver = linear_solver
+        self.plan_seconds, self.jit_seconds = self.local.plan_seconds, self.local.jit_seconds
+
+    # -- the penalty at the iterate: a_K of every element from its owner
+
+    def _penalty_at(self, a_local: np.ndarray) -> np.ndarray:
+        from mpi4py import MPI
+
+        part = self.part
+        a_all = np.zeros(part.n_elements)
+        owned = part.submesh.owned
+        a_all[part.submesh.elements[owned]] = a_local[owned]
+        self.comm.Allreduce(MPI.IN_PLACE, a_all, op=MPI.MAX)
+        self._a_all = a_all
+        return part_face_penalty(part, a_all[part.submesh.elements], self.options.penalty)
+
+    # -- rank 0's side
+
+    def linearize(self, u: np.ndarray, *, newton: bool = True, want_jacobian: bool = True,
+                  face_penalty: np.ndarray | None = None):
+        """On ``root``: the gathered Jacobian (one-process numbering) and residual at ``u``; the other ranks
+        take part from :meth:`follow`."""
+        self.comm.bcast((_LINEARIZE, u, newton, want_jacobian, face_penalty), root=self.root)
+        return self._linearize(u, newton, want_jacobian, face_penalty)
+
+    def finish(self) -> None:
+        """On ``root``: release the ranks waiting in :meth:`follow`."""
+        self.comm.bcast((_DONE,), root=self.root)
+
+    def solve_linear(self, matrix, rhs) -> np.ndarray:
+        from ..solve import solve
+
+        return solve(matrix, rhs, self.linear_solver, space=self.space)[0]
+
+    # -- every rank
+
+    def follow(self) -> None:
+        """On the ranks other than ``root``: linearise whenever rank 0 does, until it calls :meth:`finish`."""
+        while True:
+            command = self.comm.bcast(None, root=self.root)
+            if command[0] == _DONE:
+                return
+            _, u, newton, want, sigma = command
+            self._linearize(u, newton, want, sigma)
+
+    def _linearize(self, u, newton: bool, want_jacobian: bool, face_penalty):
+        from ..assembly.linearized_passes import Linearization
+
+        part, comm = self.part, self.comm
+        with collective_phase(comm):
+            local_sigma = None if face_penalty is None else np.asarray(face_penalty)[part.submesh.faces]
+            lin = self.local.linearize(np.asarray(u)[self.dof_map], newton=newton, want_jacobian=want_jacobian,
+                                       face_penalty=local_sigma)
+        rows = DistributedAssembly(matrix=lin.jacobian, rhs=lin.residual, row_range=part.row_range, dofs=None,
+                                   info={"dofs": part.n_dofs, "faces": part.n_faces, "timings": lin.info["timings"],
+                                         "timings_max": lin.info["timings"]},
+                                   comm=comm, face_penalty=lin.face_penalty, faces=part.submesh.faces, part=part,
+                                   _single_of_rank=self._single if comm.Get_rank() == self.root else None)
+        whole = rows.gather(self.root)
+        if comm.Get_rank() != self.root:
+            return None
+        own = penalty_from_weights(self._weights, self.space.mesh.face_elements, self._a_all, self.options.penalty)
+        return Linearization(whole.matrix, whole.rhs, whole.face_penalty,
+                             {"timings": lin.info["timings"], "penalty_at_iterate": own})
+
+
+def solve_distributed(space, problem, comm, u0=None, options: AssemblyOptions | None = None, *, nonlinear=None,
+                      progress=None, root: int = 0, **choices):
+    """:func:`~polydg.nonlinear.solve_nonlinear` across the ranks of ``comm`` (a collective call): the
+    :class:`~polydg.nonlinear.NonlinearResult` on ``root``, None elsewhere."""
+    from ..nonlinear import solve_iteration, split_choices
+
+    options, nonlinear = split_choices(options, nonlinear, choices)
+    system = DistributedNonlinearSystem(space, problem, comm, options, root=root,
+                                        linear_solver=nonlinear.linear_solver)
+    if comm.Get_rank() != root:
+        system.follow()
+        return None
+    try:
+        result = solve_iteration(system, np.zeros(space.n_dofs) if u0 is None else u0, nonlinear, progress)
+    except RankFailure:  # raised on every rank by a collective step: they have left follow() already
+        raise
+    except BaseException:  # rank 0's own (no convergence, an interrupt): release the others, then raise
+        system.finish()
+        raise
+    system.finish()
+    return result
+
+
+__all__ = ["DistributedNonlinearSystem", "solve_distributed"]
