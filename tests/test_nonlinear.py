@@ -300,3 +300,29 @@ def test_ranks_gather_the_one_process_jacobian_and_residual_bit_for_bit(tmp_path
         solution = np.load(tmp_path / f"{name}-solution.npz")["solution"]
         one = solve_nonlinear(space, problem).solution
         assert np.abs(solution - one).max() <= 1e-12 * np.abs(one).max()
+
+
+def test_command_line_on_two_ranks_solves_as_one_process(tmp_path):
+    import json
+    import os
+    import shutil
+    import subprocess
+
+    from polydg.cli import main
+
+    pytest.importorskip("mpi4py")
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec is None:
+        pytest.skip("mpiexec not found (pip install 'polydg[mpi]')")
+    repo = Path(__file__).resolve().parents[1]
+    args = ["--problem", "quasilinear", "--mesh", "square:12", "--agglomerate", "20", "--degree", "1:2", "--quiet"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(repo) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("NUMBA_NUM_THREADS", None)
+    run = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "polydg.assemble", *args, "--json",
+                          str(tmp_path / "ranks.json")], capture_output=True, text=True, timeout=600, env=env, cwd=repo)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert main(args + ["--json", str(tmp_path / "one.json")]) == 0
+    ranks, one = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("ranks", "one"))
+    assert ranks["ranks"] == 2 and ranks["nonlinear"]["iterations"] == one["nonlinear"]["iterations"]
+    assert ranks["nonlinear"]["residuals"] == one["nonlinear"]["residuals"]  # the same iterates, bit for bit
+    assert ranks["errors"] == one["errors"]

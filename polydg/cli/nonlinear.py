@@ -24,15 +24,21 @@ def nonlinear_options(args: argparse.Namespace, opts: RunOptions):
                             linear_solver=opts.method or "direct")
 
 
-def run_nonlinear(args: argparse.Namespace, opts: RunOptions, problem, space, say) -> dict:
-    """Solve R(u) = 0 from u = 0 and report; a NonlinearError (no convergence) is one line, exit 2."""
+def run_nonlinear(args: argparse.Namespace, opts: RunOptions, problem, space, say, system=None,
+                  extra: dict | None = None) -> dict:
+    """Solve R(u) = 0 from u = 0 and report; a NonlinearError (no convergence) is one line, exit 2.
+
+    ``system`` is the problem's :class:`~polydg.nonlinear.NonlinearSystem` (default: one process), or rank
+    0's side of a :class:`~polydg.distributed.nonlinear.DistributedNonlinearSystem`.
+    """
     from ..assembly import AssemblyResult
     from ..nonlinear import NonlinearSystem, solve_iteration
     from ..problem import Problem
     from ..solve import errors
 
     nonlinear = nonlinear_options(args, opts)
-    system = NonlinearSystem(space, problem, opts.assembly, linear_solver=nonlinear.linear_solver)
+    if system is None:
+        system = NonlinearSystem(space, problem, opts.assembly, linear_solver=nonlinear.linear_solver)
     say(f"nonlinear problem {problem.name}: {nonlinear.method} from u = 0 (plan made in {system.plan_seconds:.3f} s)")
     result = solve_iteration(system, np.zeros(space.n_dofs), nonlinear, progress=say)
     say(f"{nonlinear.method} converged in {result.iterations} iterations: residual {result.residuals[-1]:.3e} "
@@ -53,7 +59,7 @@ def run_nonlinear(args: argparse.Namespace, opts: RunOptions, problem, space, sa
         norms = Problem(problem.name, diffusion=1.0, exact=problem.exact, exact_gradient=problem.exact_gradient)
         errs = errors(space, norms, result.solution, penalty_values=last.face_penalty)
     return report(args, opts, say, space, problem, assembly, timings, (result.solution, solve_info, errs),
-                  extra={"nonlinear": result.summary()})
+                  extra={"nonlinear": result.summary(), **(extra or {})})
 
 
 __all__ = ["nonlinear_options", "run_nonlinear"]

@@ -52,6 +52,8 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
         check_space_time_options(args, problem)
         if problem.space_time and args.no_gather:
             raise OptionError("--no-gather is for steady problems; a space-time march solves every slab on rank 0")
+        if problem.nonlinear and args.no_gather:
+            raise OptionError("--no-gather is for linear problems; a nonlinear one is solved on rank 0")
     if problem.space_time:
         return _march_on_ranks(args, opts, comm, problem, fine if root else None, say)
     with announce_compilation(tell, f"{dim}D assembly kernels"):
@@ -62,6 +64,8 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
                 del fine
                 space = DGSpace(mesh, degree)
                 say(f"DG space: {space}; problem {problem.name}")
+        if problem.nonlinear:
+            return _nonlinear_on_ranks(args, opts, comm, problem, space, say)
         runs, result = [], None
         workspace = Workspace()
         for r in range(args.repeat):
@@ -135,6 +139,30 @@ def _march_on_ranks(args, opts, comm, problem, fine, say) -> dict | None:
         assembler.done(error)
         raise
     assembler.done()
+    return summary
+
+
+def _nonlinear_on_ranks(args, opts, comm, problem, space, say) -> dict | None:
+    """Newton (or Picard) on rank 0, every rank linearising its rows at each iterate."""
+    from ..distributed.comm import RankFailure
+    from ..distributed.nonlinear import DistributedNonlinearSystem
+    from .nonlinear import nonlinear_options, run_nonlinear
+
+    root = comm.Get_rank() == 0
+    system = DistributedNonlinearSystem(space, problem, comm, opts.assembly, say=say if root else None,
+                                        linear_solver=nonlinear_options(args, opts).linear_solver)
+    if not root:
+        system.follow()
+        return None
+    try:
+        summary = run_nonlinear(args, opts, problem, space, say, system=system,
+                                extra={"ranks": comm.Get_size(), "threads_per_rank": _threads()})
+    except RankFailure:
+        raise
+    except BaseException:
+        system.finish()
+        raise
+    system.finish()
     return summary
 
 
