@@ -200,6 +200,15 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     mesh = space.mesh
     d = mesh.dim
     problem = as_problem(problem, d)  # a Problem as it is; other objects adapted; dimension checked
+    if problem.located:  # coefficients that read where their points lie (data per cell, #28): the sided executor
+        from .sided import assemble_sided
+
+        return assemble_sided(space, problem, approach=approach, precision=precision, penalty=penalty,
+                              penalty_kind=penalty_kind, quadrature_extra=quadrature_extra,
+                              memory_budget_mb=memory_budget_mb, backend=backend, elements=elements,
+                              face_penalty=face_penalty, face_penalty_scale=face_penalty_scale,
+                              column_numbering=column_numbering, workspace=workspace, matrix=matrix,
+                              load_boundary_faces=load_boundary_faces)
     n_el = mesh.n_elements
     if elements is None:
         elements = np.arange(n_el, dtype=np.int64)

@@ -14,8 +14,9 @@ write F = A grad u (the flux) and S = b . grad u + c u - f.  The residual of an 
 
 which for coefficients free of u is the linear form of ``forms.py`` applied to u, minus the load.
 {A grad v} takes A on v's own side, from u there: on an interior face each side has its own u, so
-its own A.  The penalty sigma (from a_K at the iterate) and the boundary's split (n.A n > 0, b.n < 0)
-are frozen at the iterate: the Jacobian does not differentiate them.
+its own A (and its own element and fine cell, ``where``, for data per cell or element).  The penalty
+sigma (from a_K at the iterate) and the boundary's split (n.A n > 0, b.n < 0) are frozen at the
+iterate: the Jacobian does not differentiate them.
 
 At a quadrature point every term pairs a test trace (v, grad v) with a trial trace (w, grad w), so
 with the (1 + d)-vectors t(v) = (v, d_1 v, ..., d_d v) the Jacobian is
@@ -36,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..problem.contract import reads_location
 from ..problem.iterate import diffusion_at_iterate, scalar_at_iterate
 
 
@@ -74,23 +76,30 @@ class IterateCoefficients:
     """A, b, c, f and their derivatives at points for an iterate (u, grad u), in one array namespace.
 
     ``newton`` asks for the derivatives; without it (Picard, or the residual alone) coefficients are
-    evaluated at the iterate and not differentiated.
+    evaluated at the iterate and not differentiated.  Each evaluation may take the points' location
+    ``where`` (a :class:`~polydg.problem.data.PointLocation`), for coefficients that read it.
     """
 
     def __init__(self, problem, xp=np, newton: bool = True):
         self.problem, self.xp, self.newton = problem, xp, newton
 
-    def diffusion(self, x, u, g):
+    def diffusion(self, x, u, g, where=None):
         p = self.problem
         if not p.has_diffusion:
             return None
-        return diffusion_at_iterate(p, x, u, g, self.xp, self.newton)
+        return diffusion_at_iterate(p, x, u, g, self.xp, self.newton, where)
 
-    def scalar(self, name: str, x, u, g):
+    def scalar(self, name: str, x, u, g, where=None):
         p = self.problem
         if getattr(p, name) is None:
             return None, None
-        return scalar_at_iterate(p, name, x, u, g, self.xp, self.newton)
+        return scalar_at_iterate(p, name, x, u, g, self.xp, self.newton, where)
+
+    @property
+    def sided_diffusion(self) -> bool:
+        """Whether A may differ on the two sides of a face (a function of the iterate, or of where a point lies)."""
+        p = self.problem
+        return bool(p.iterate_arguments("diffusion")) or reads_location(p.diffusion)
 
     def advection(self, x):
         return self.problem.advection_at(x, self.xp) if self.problem.has_advection else None
@@ -106,7 +115,7 @@ class IterateCoefficients:
         return F, dF_du, dF_dg
 
 
-def volume_forms(coefficients: IterateCoefficients, x, u, g, want_block: bool = True):
+def volume_forms(coefficients: IterateCoefficients, x, u, g, want_block: bool = True, where=None):
     """M (n, D, D) and rho (n, D) at volume points, and a (n,): max_i sum_j |A_ij| (the penalty's a_K).
 
     M = [[dS/du, dS/dg], [dF/du, dF/dg]], rho = [S, F].
@@ -118,7 +127,7 @@ def volume_forms(coefficients: IterateCoefficients, x, u, g, want_block: bool = 
     rho = xp.zeros((n, D), dtype=dtype)
     M = xp.zeros((n, D, D), dtype=dtype) if want_block else None
     a = xp.zeros(n, dtype=dtype)
-    diff = coefficients.diffusion(x, u, g)
+    diff = coefficients.diffusion(x, u, g, where)
     if diff is not None:
         F, dF_du, dF_dg = coefficients.flux(diff, g)
         rho[:, 1:] = F
@@ -134,13 +143,13 @@ def volume_forms(coefficients: IterateCoefficients, x, u, g, want_block: bool = 
         S += _dot(_broadcast(b, n, xp), g)
         if want_block:
             M[:, 0, 1:] = b
-    c, dc = coefficients.scalar("reaction", x, u, g)
+    c, dc = coefficients.scalar("reaction", x, u, g, where)
     if c is not None:
         S += c * u
         dS_du += c
         if dc is not None:
             dS_du += dc * u
-    f, df = coefficients.scalar("source", x, u, g)
+    f, df = coefficients.scalar("source", x, u, g, where)
     if f is not None:
         S -= f
         if df is not None:
@@ -151,11 +160,13 @@ def volume_forms(coefficients: IterateCoefficients, x, u, g, want_block: bool = 
     return PointForms(M, rho), a
 
 
-def interior_forms(coefficients: IterateCoefficients, x, normal, sides, sigma, want_block: bool = True) -> PointForms:
+def interior_forms(coefficients: IterateCoefficients, x, normal, sides, sigma, want_block: bool = True,
+                   where=None) -> PointForms:
     """M (n, 2, 2, D, D) and rho (n, 2, D) at interior-face points.
 
     ``normal`` (n, d) points from side 0 to side 1; ``sides`` = ((u0, g0), (u1, g1)), the iterate on each
-    side; ``sigma`` (n,) the face's penalty at each point.  With eps = (+1, -1) and [[u]] = (u0 - u1) n:
+    side; ``sigma`` (n,) the face's penalty at each point; ``where`` = (where0, where1) or None, the points'
+    location seen from each side.  With eps = (+1, -1) and [[u]] = (u0 - u1) n:
 
         rho_s = [eps_s (sigma [u] - {F}.n) + up_s,  -1/2 [u] A_s^T n]
         up_s  = -(b.n) [u] where eps_s b.n < 0 (the upwind term on the side the flow enters)
@@ -169,10 +180,10 @@ def interior_forms(coefficients: IterateCoefficients, x, normal, sides, sigma, w
     jump = u0 - u1
     rho = xp.zeros((n, 2, D), dtype=dtype)
     M = xp.zeros((n, 2, 2, D, D), dtype=dtype) if want_block else None
-    diff0 = coefficients.diffusion(x, u0, g0)
+    w0, w1 = where if where is not None else (None, None)
+    diff0 = coefficients.diffusion(x, u0, g0, w0)
     if diff0 is not None:
-        same = not coefficients.problem.iterate_arguments("diffusion")
-        diff1 = diff0 if same else coefficients.diffusion(x, u1, g1)
+        diff1 = coefficients.diffusion(x, u1, g1, w1) if coefficients.sided_diffusion else diff0
         flux = [coefficients.flux(diff0, g0), coefficients.flux(diff1, g1)]
         An = [_rmatvec(_broadcast(D_.A, n, xp), normal) for D_ in (diff0, diff1)]
         mean_flux = 0.5 * (_dot(flux[0][0], normal) + _dot(flux[1][0], normal))
@@ -213,8 +224,10 @@ def interior_forms(coefficients: IterateCoefficients, x, normal, sides, sigma, w
     return PointForms(M, rho)
 
 
-def boundary_forms(coefficients: IterateCoefficients, x, normal, u, g, sigma, want_block: bool = True) -> PointForms:
-    """M (n, D, D) and rho (n, D) at boundary-face points (``normal`` outward, ``sigma`` per point).
+def boundary_forms(coefficients: IterateCoefficients, x, normal, u, g, sigma, want_block: bool = True,
+                   where=None) -> PointForms:
+    """M (n, D, D) and rho (n, D) at boundary-face points (``normal`` outward, ``sigma`` per point, ``where``
+    their location or None).
 
     Split pointwise as the linear forms are: Dirichlet where n.A n > 0 off the Neumann part, Neumann where
     n.A n > 0 on it, inflow where b.n < 0 off the diffusive Neumann part.
@@ -229,7 +242,7 @@ def boundary_forms(coefficients: IterateCoefficients, x, normal, u, g, sigma, wa
     gD = _broadcast(gD, n, xp)
     neumann = _broadcast(problem.neumann_mask(x, normal, xp), n, xp) if problem.has_neumann else None
     diffusive = xp.zeros(n, dtype=bool)
-    diff = coefficients.diffusion(x, u, g)
+    diff = coefficients.diffusion(x, u, g, where)
     if diff is not None:
         A = _broadcast(diff.A, n, xp)
         An = _rmatvec(A, normal)

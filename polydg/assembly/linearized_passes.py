@@ -7,6 +7,10 @@ side of an interior face), forms the pointwise M and rho of ``linearization.py``
 coefficients, and runs the row kernels of ``linearized_kernels.py``.  The volume pass comes first:
 the penalty's a_K (max over K's points of the Gershgorin bound of A at the iterate) is gathered from
 its coefficient values, so sigma_F is frozen at the iterate and costs no evaluation of its own.
+
+A problem whose coefficients read where their points lie (data per cell or element) gets, with each
+batch, the :class:`~polydg.problem.data.PointLocation` of its points: the element and fine cell of the
+sub-simplex, or of each side of a face.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import linearized_kernels as LK
+from ..problem.data import PointLocation
 from .fields import field_at_points
 from .linearization import IterateCoefficients, boundary_forms, interior_forms, volume_forms
 from .passes import chunk_interfaces, expand_ranges
@@ -44,7 +49,8 @@ class Linearization:
 
 
 class _Context:
-    def __init__(self, plan: AssemblyPlan, u: np.ndarray, workspace: Workspace, timer: Timer, want_jacobian: bool):
+    def __init__(self, plan: AssemblyPlan, u: np.ndarray, workspace: Workspace, timer: Timer, want_jacobian: bool,
+                 located: bool = False):
         self.plan, self.workspace, self.timer = plan, workspace, timer
         self.u = np.ascontiguousarray(u, dtype=np.float64)
         self.want = want_jacobian
@@ -52,6 +58,17 @@ class _Context:
         self.rhs = np.zeros(plan.pattern.n_rows)
         self.face_local = np.full(plan.mesh.n_faces, -1, dtype=np.int64)
         self.tables = (plan.lo, plan.hi, plan.table, plan.rec)
+        self.located = located
+        mesh = plan.mesh
+        self.simplex_cell = mesh.simplex_cell if mesh.simplex_cell is not None else np.full(mesh.n_simplices, -1)
+        self.face_cells = mesh.face_cells if mesh.face_cells is not None else np.full((mesh.n_faces, 2), -1)
+
+    def where(self, element, cell, offsets):
+        """The points' PointLocation from their entities' element and fine cell (None: no coefficient reads it)."""
+        if not self.located:
+            return None
+        counts = np.diff(offsets)
+        return PointLocation(element=np.repeat(element, counts), cell=np.repeat(cell, counts))
 
     def iterate(self, entity_element, offsets, X):
         t = time.perf_counter()
@@ -80,7 +97,7 @@ def linearize_on_host(plan: AssemblyPlan, problem, u: np.ndarray, *, weights: np
     for key in ("iterate", "forms"):
         timer.t[key] = 0.0
     t_all = time.perf_counter()
-    ctx = _Context(plan, u, workspace or Workspace(), timer, want_jacobian)
+    ctx = _Context(plan, u, workspace or Workspace(), timer, want_jacobian, problem.located)
     coefficients = IterateCoefficients(problem, np, newton)
     a_bound = np.zeros(plan.mesh.n_elements)
     _volume_pass(plan, ctx, coefficients, a_bound)
@@ -115,7 +132,8 @@ def _volume_pass(plan: AssemblyPlan, ctx: _Context, coefficients: IterateCoeffic
         timer.add("quadrature_points", t)
         u, g = ctx.iterate(mesh.simplex_element[s_lo:s_hi], batch.offsets, batch.x)
         t = time.perf_counter()
-        forms, a = volume_forms(coefficients, batch.x, u, g, ctx.want)
+        where = ctx.where(mesh.simplex_element[s_lo:s_hi], ctx.simplex_cell[s_lo:s_hi], batch.offsets)
+        forms, a = volume_forms(coefficients, batch.x, u, g, ctx.want, where)
         if len(a):
             per_simplex = np.maximum.reduceat(a, batch.offsets[:-1])
             np.maximum.at(a_bound, mesh.simplex_element[s_lo:s_hi], per_simplex)
@@ -141,7 +159,10 @@ def _interior_pass(plan: AssemblyPlan, ctx: _Context, coefficients: IterateCoeff
         t = time.perf_counter()
         counts = np.diff(batch.offsets)
         normals = np.repeat(mesh.face_normal[faces], counts, axis=0)
-        forms = interior_forms(coefficients, batch.x, normals, sides, np.repeat(sigma[faces], counts), ctx.want)
+        where = None if not ctx.located else tuple(
+            ctx.where(mesh.face_elements[faces, s], ctx.face_cells[faces, s], batch.offsets) for s in (0, 1))
+        forms = interior_forms(coefficients, batch.x, normals, sides, np.repeat(sigma[faces], counts), ctx.want,
+                               where)
         t = timer.add("forms", t)
         LK.interior_rows(e_lo, e_hi, pattern.adj_offsets, pattern.adj_col, plan.adj_interface,
                          mesh.interface_offsets, ctx.face_local, batch.offsets, batch.x, batch.weight,
@@ -166,7 +187,9 @@ def _boundary_pass(plan: AssemblyPlan, ctx: _Context, coefficients: IterateCoeff
         t = time.perf_counter()
         counts = np.diff(batch.offsets)
         normals = np.repeat(mesh.face_normal[faces], counts, axis=0)
-        forms = boundary_forms(coefficients, batch.x, normals, u, g, np.repeat(sigma[faces], counts), ctx.want)
+        where = ctx.where(mesh.face_elements[faces, 0], ctx.face_cells[faces, 0], batch.offsets)
+        forms = boundary_forms(coefficients, batch.x, normals, u, g, np.repeat(sigma[faces], counts), ctx.want,
+                               where)
         t = timer.add("forms", t)
         LK.boundary_rows(e_lo, e_hi, plan.boundary_offsets, ctx.face_local, batch.offsets, batch.x, batch.weight,
                          _c(forms.M, forms.rho), np.ascontiguousarray(forms.rho), plan.lo, plan.hi, space.degree,

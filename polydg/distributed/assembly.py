@@ -27,6 +27,7 @@ from ..assembly.assembler import AssemblyResult, assemble
 from ..assembly.passes import expand_ranges
 from ..partition.ranks import balance, element_work, rank_partition
 from ..problem import as_problem
+from ..problem.data import on_sub_mesh
 from .comm import bind_rank_device, collective_phase
 from .parts import RankPart, compile_relabel_kernel, local_diffusion_bound, part_face_penalty, rank_numbering, rank_parts, relabel_columns
 
@@ -193,6 +194,7 @@ def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = Non
 
     with collective_phase(comm):
         problem = as_problem(problem, part.submesh.mesh.dim)
+        problem = on_sub_mesh(problem, part.submesh.elements, part.n_elements)  # data per element (#28): local ids
         local_space = part.space()
         a_local = local_diffusion_bound(part, local_space, problem, quadrature_extra)
         a_all = np.zeros(part.n_elements)

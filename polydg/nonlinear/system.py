@@ -11,6 +11,7 @@ from ..assembly.timing import Timer
 from ..assembly.workspace import Workspace
 from ..errors import OptionError
 from ..problem import as_problem
+from ..problem.data import check_data
 
 
 class NonlinearSystem:
@@ -23,6 +24,7 @@ class NonlinearSystem:
             raise OptionError(f"penalty constant must be positive, got {penalty}")
         self.space = space
         self.problem = as_problem(problem, space.mesh.dim)
+        check_data(self.problem, space.mesh)  # data per cell or element: one value per cell or element of this mesh
         self.penalty = float(penalty)
         self.linear_solver = linear_solver
         mesh = space.mesh

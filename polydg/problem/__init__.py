@@ -12,7 +12,12 @@ One concept per module:
 * :mod:`~polydg.problem.paper_kernel`: the compiled source term of the
   paper's problem;
 * :mod:`~polydg.problem.loading`: :func:`load_problem`, from a built-in
-  name, ``path/to/file.py:NAME`` or ``package.module:NAME``.
+  name, ``path/to/file.py:NAME`` or ``package.module:NAME``;
+* :mod:`~polydg.problem.data`: coefficients from data, per fine cell
+  (:class:`CellData`), per element (:class:`ElementData`) or on a grid
+  (:class:`GridData`);
+* :mod:`~polydg.problem.coefficient_options`: ``--coefficient NAME=SPEC``
+  (:func:`with_coefficients`).
 
 Everything is importable from ``polydg.problem`` itself, as before the split.
 """
@@ -28,6 +33,8 @@ from .builtin import (
     poisson_problem,
 )
 from .contract import COEFFICIENTS, Problem, as_problem
+from .data import CellData, ElementData, GridData, PointLocation
+from .coefficient_options import with_coefficients
 from .loading import load_problem
 from .polynomial import Polynomial, polynomial_problem
 
@@ -53,4 +60,9 @@ __all__ = [
     "advection_problem",
     "change_of_type_problem",
     "neumann_problem",
+    "CellData",
+    "ElementData",
+    "GridData",
+    "PointLocation",
+    "with_coefficients",
 ]
