@@ -33,8 +33,6 @@ from .builtin import (
     poisson_problem,
 )
 from .contract import COEFFICIENTS, Problem, as_problem
-from .data import CellData, ElementData, GridData, PointLocation
-from .coefficient_options import with_coefficients
 from .loading import load_problem
 from .polynomial import Polynomial, polynomial_problem
 
@@ -44,6 +42,10 @@ from .builtin import ALIASES, neumann_diffusion_matrix  # noqa: F401
 from .contract import Coefficient  # noqa: F401
 from .paper_kernel import _paper_source, _sincospi  # noqa: F401
 from .polynomial import POLYNOMIAL_KINDS, multi_indices  # noqa: F401
+
+# coefficients from data (#28): importable from here, kept out of ``import *`` (whose names stay the old ones)
+from .data import CellData, ElementData, GridData, PointLocation  # noqa: F401
+from .coefficient_options import with_coefficients  # noqa: F401
 
 __all__ = [
     "Problem",
@@ -60,9 +62,4 @@ __all__ = [
     "advection_problem",
     "change_of_type_problem",
     "neumann_problem",
-    "CellData",
-    "ElementData",
-    "GridData",
-    "PointLocation",
-    "with_coefficients",
 ]
