@@ -136,6 +136,10 @@ def assemble(space, problem, options: AssemblyOptions | None = None, *, matrix: 
         run = run.replace(memory_budget_mb=min(run.memory_budget_mb, bk.free_memory_bytes("cupy") / 2**20 / 4))
     d = mesh.dim
     problem = as_problem(problem, d)  # a Problem as it is; other objects adapted; dimension checked
+    if problem.located:  # coefficients that read where their points lie (data per cell): the sided executor
+        from .sided import assemble_sided
+
+        return assemble_sided(space, problem, options, scope=scope, matrix=matrix)
     n_el = mesh.n_elements
     elements = scope.rows(n_el)
     if workspace is None:

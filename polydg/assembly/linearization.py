@@ -14,7 +14,7 @@ write F = A grad u (the flux) and S = b . grad u + c u - f.  The residual of an 
 
 which for coefficients free of u is the linear form of ``forms.py`` applied to u, minus the load.
 {A grad v} takes A on v's own side, from u there: on an interior face each side has its own u, so
-its own A.  The penalty sigma (from a_K at the iterate) and the boundary's split (n.A n > 0, b.n < 0)
+its own A (and its own element and fine cell, ``where``, for data per cell or element).  The penalty sigma (from a_K at the iterate) and the boundary's split (n.A n > 0, b.n < 0)
 are frozen at the iterate: the Jacobian does not differentiate them.
 
 At a quadrature point every term pairs a test trace (v, grad v) with a trial trace (w, grad w), so
@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from ..problem.contract import reads_location
 from ..problem.iterate import diffusion_at_iterate, scalar_at_iterate
 from ..threads import parallel_range, range_kernel
 
@@ -71,7 +72,8 @@ class DiffusionValues:
 class CoefficientsAtIterate:
     """The problem's coefficients (and, for Newton, their derivatives in u and grad u) at points, for an
     iterate given there, in the array namespace ``xp``.  ``newton=False`` (Picard, or the residual alone)
-    evaluates them at the iterate without derivatives."""
+    evaluates them at the iterate without derivatives.  ``where`` locates the points (a
+    :class:`~polydg.problem.data.PointLocation`, or None) for coefficients that read it."""
 
     def __init__(self, problem, xp=np, newton: bool = True):
         self.problem, self.xp, self.newton = problem, xp, newton
@@ -79,11 +81,17 @@ class CoefficientsAtIterate:
     def _zeros(self, *shape):
         return self.xp.zeros((1,) + shape)
 
-    def diffusion(self, x, u, g) -> DiffusionValues:
+    @property
+    def sided_diffusion(self) -> bool:
+        """Whether A may differ on the two sides of a face: a function of the iterate, or of where a point lies."""
+        p = self.problem
+        return bool(p.iterate_arguments("diffusion")) or reads_location(p.diffusion)
+
+    def diffusion(self, x, u, g, where=None) -> DiffusionValues:
         d = int(x.shape[1])
         if not self.problem.has_diffusion:
             return DiffusionValues(self._zeros(d, d), self._zeros(d, d), self._zeros(d))
-        v = diffusion_at_iterate(self.problem, x, u, g, self.xp, self.newton)
+        v = diffusion_at_iterate(self.problem, x, u, g, self.xp, self.newton, where)
         xp = self.xp
         return DiffusionValues(xp.ascontiguousarray(v.A, dtype=np.float64),
                                self._zeros(d, d) if v.dA_du is None else xp.ascontiguousarray(v.dA_du),
@@ -95,11 +103,11 @@ class CoefficientsAtIterate:
             return self._zeros(int(x.shape[1]))
         return xp.ascontiguousarray(p.advection_at(x, xp), dtype=np.float64)
 
-    def scalar(self, name: str, x, u, g):
+    def scalar(self, name: str, x, u, g, where=None):
         """(value, d value/du) of reaction or source: one-row zeros where absent."""
         if getattr(self.problem, name) is None:
             return self._zeros(), self._zeros()
-        value, du = scalar_at_iterate(self.problem, name, x, u, g, self.xp, self.newton)
+        value, du = scalar_at_iterate(self.problem, name, x, u, g, self.xp, self.newton, where)
         xp = self.xp
         return (xp.ascontiguousarray(value, dtype=np.float64),
                 self._zeros() if du is None else xp.ascontiguousarray(du, dtype=np.float64))
@@ -337,14 +345,15 @@ def _outputs(xp, n: int, side: tuple, D: int, want: bool):
     return M, rho
 
 
-def volume_forms(coefficients: CoefficientsAtIterate, x, u, g, want: bool = True, run=run_on_host):
+def volume_forms(coefficients: CoefficientsAtIterate, x, u, g, want: bool = True, run=run_on_host, where=None):
     """M (n, D, D) and rho (n, D) at volume points (M None without ``want``), and a (n,): the penalty's
-    max_k sum_m |A_km| at each point.  ``run(kind, n, *arrays)`` runs the point loop where the arrays are."""
+    max_k sum_m |A_km| at each point.  ``run(kind, n, *arrays)`` runs the point loop where the arrays are;
+    ``where`` locates the points (or None)."""
     xp = coefficients.xp
     n, d = int(x.shape[0]), int(x.shape[1])
-    diff = coefficients.diffusion(x, u, g)
-    c, dc = coefficients.scalar("reaction", x, u, g)
-    f, df = coefficients.scalar("source", x, u, g)
+    diff = coefficients.diffusion(x, u, g, where)
+    c, dc = coefficients.scalar("reaction", x, u, g, where)
+    f, df = coefficients.scalar("source", x, u, g, where)
     M, rho = _outputs(xp, n, (), d + 1, want)
     a = xp.empty(n)
     run("volume", n, diff.A, diff.dA, diff.dag, coefficients.advection(x), c, dc, f, df, u, g, want, M, rho, a)
@@ -352,15 +361,16 @@ def volume_forms(coefficients: CoefficientsAtIterate, x, u, g, want: bool = True
 
 
 def interior_forms(coefficients: CoefficientsAtIterate, x, normal, sides, sigma, want: bool = True,
-                   run=run_on_host) -> PointForms:
+                   run=run_on_host, where=None) -> PointForms:
     """M (n, 2, 2, D, D) and rho (n, 2, D) at interior-face points; ``sides`` = ((u0, g0), (u1, g1)), the
-    iterate on each side; ``sigma`` (n,) the penalty at each point."""
+    iterate on each side; ``sigma`` (n,) the penalty at each point; ``where`` = (where0, where1), the
+    points' location seen from each side, or None."""
     xp = coefficients.xp
     n, d = int(x.shape[0]), int(x.shape[1])
     (u0, g0), (u1, g1) = sides
-    diff0 = coefficients.diffusion(x, u0, g0)
-    same = not coefficients.problem.iterate_arguments("diffusion")  # then both sides see the same A
-    diff1 = diff0 if same else coefficients.diffusion(x, u1, g1)
+    w0, w1 = where if where is not None else (None, None)
+    diff0 = coefficients.diffusion(x, u0, g0, w0)  # both sides see one A unless it is sided
+    diff1 = coefficients.diffusion(x, u1, g1, w1) if coefficients.sided_diffusion else diff0
     M, rho = _outputs(xp, n, (2,), d + 1, want)
     run("interior", n, diff0.A, diff0.dA, diff0.dag, diff1.A, diff1.dA, diff1.dag, coefficients.advection(x), u0, g0,
         u1, g1, xp.ascontiguousarray(normal), sigma, want, M, rho)
@@ -368,11 +378,12 @@ def interior_forms(coefficients: CoefficientsAtIterate, x, normal, sides, sigma,
 
 
 def boundary_forms(coefficients: CoefficientsAtIterate, x, normal, u, g, sigma, want: bool = True,
-                   run=run_on_host) -> PointForms:
-    """M (n, D, D) and rho (n, D) at boundary-face points (``normal`` outward, ``sigma`` per point)."""
+                   run=run_on_host, where=None) -> PointForms:
+    """M (n, D, D) and rho (n, D) at boundary-face points (``normal`` outward, ``sigma`` per point, ``where``
+    their location or None)."""
     xp = coefficients.xp
     n, d = int(x.shape[0]), int(x.shape[1])
-    diff = coefficients.diffusion(x, u, g)
+    diff = coefficients.diffusion(x, u, g, where)
     gD, gN, neu = coefficients.boundary_data(x, normal)
     M, rho = _outputs(xp, n, (), d + 1, want)
     run("boundary", n, diff.A, diff.dA, diff.dag, coefficients.advection(x), u, g, xp.ascontiguousarray(normal),

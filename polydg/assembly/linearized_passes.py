@@ -8,6 +8,10 @@ kernels.  The volume pass comes first: the penalty's a_K (max over K's points of
 A at the iterate) is gathered from its coefficient values, so sigma_F is frozen at the iterate and
 costs no evaluation of its own.
 
+A problem whose coefficients read where their points lie (data per cell or element) gets, with each
+batch, the :class:`~polydg.problem.data.PointLocation` of its points: the element and fine cell of the
+sub-simplex, or of each side of a face.
+
 Where the arrays live is an executor's business: :class:`HostExecutor` (NumPy, the Numba kernels of
 ``linearized_kernels.py``) here, :class:`~polydg.assembly.cuda_linearized.DeviceExecutor` on a GPU
 (numba-cuda kernels, the backend's arrays).  The passes are written once against ``executor.xp``.
@@ -92,6 +96,14 @@ class HostExecutor:
     def iterate(self, entity_element: np.ndarray, batch: PointBatch):
         return field_at_points(self.plan.space, self.u, entity_element, batch.offsets, batch.x, self.tables,
                                run=self._run)
+
+    def where(self, element: np.ndarray, cell: np.ndarray | None, batch: PointBatch):
+        """The points' :class:`~polydg.problem.data.PointLocation` from their entities' element and fine cell."""
+        from ..problem.data import PointLocation
+
+        counts = np.diff(batch.offsets)
+        cell = np.full(len(element), -1, dtype=np.int64) if cell is None else cell
+        return PointLocation(element=np.repeat(element, counts), cell=np.repeat(cell, counts))
 
     def per_point(self, values: np.ndarray, batch: PointBatch):
         """``values`` (one per entity of the batch) repeated for each of the entity's points."""
@@ -208,7 +220,9 @@ def _volume_pass(plan: AssemblyPlan, executor, coefficients: CoefficientsAtItera
         elements = mesh.simplex_element[s_lo:s_hi]
         u, g = executor.iterate(elements, batch)
         t = _timed(executor, "iterate", t)
-        forms, a = volume_forms(coefficients, batch.x, u, g, executor.want, executor.run_forms)
+        where = None if not coefficients.problem.located else executor.where(
+            elements, None if mesh.simplex_cell is None else mesh.simplex_cell[s_lo:s_hi], batch)
+        forms, a = volume_forms(coefficients, batch.x, u, g, executor.want, executor.run_forms, where)
         executor.gather_bound(a, batch, elements, a_bound)
         t = _timed(executor, "forms", t)
         executor.volume_rows(e_lo, e_hi, s_lo, batch, forms)
@@ -229,8 +243,11 @@ def _interior_pass(plan: AssemblyPlan, executor, coefficients: CoefficientsAtIte
         sides = [executor.iterate(mesh.face_elements[faces, s], batch) for s in (0, 1)]
         t = _timed(executor, "iterate", t)
         normals = executor.per_point(mesh.face_normal[faces], batch)
+        where = None if not coefficients.problem.located else tuple(
+            executor.where(mesh.face_elements[faces, s], None if mesh.face_cells is None else mesh.face_cells[faces, s],
+                           batch) for s in (0, 1))
         forms = interior_forms(coefficients, batch.x, normals, sides, executor.per_point(sigma[faces], batch),
-                               executor.want, executor.run_forms)
+                               executor.want, executor.run_forms, where)
         t = _timed(executor, "forms", t)
         executor.interior_rows(e_lo, e_hi, batch, forms)
         _timed(executor, "interior_kernel", t)
@@ -251,8 +268,10 @@ def _boundary_pass(plan: AssemblyPlan, executor, coefficients: CoefficientsAtIte
         u, g = executor.iterate(mesh.face_elements[faces, 0], batch)
         t = _timed(executor, "iterate", t)
         normals = executor.per_point(mesh.face_normal[faces], batch)
+        where = None if not coefficients.problem.located else executor.where(
+            mesh.face_elements[faces, 0], None if mesh.face_cells is None else mesh.face_cells[faces, 0], batch)
         forms = boundary_forms(coefficients, batch.x, normals, u, g, executor.per_point(sigma[faces], batch),
-                               executor.want, executor.run_forms)
+                               executor.want, executor.run_forms, where)
         t = _timed(executor, "forms", t)
         executor.boundary_rows(e_lo, e_hi, batch, forms)
         _timed(executor, "boundary_kernel", t)

@@ -50,6 +50,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..mesh.polytopic import PolytopicMesh
+from ..problem.data import PointLocation
 from ..quadrature import default_degree
 from ..threads import parallel_range, range_kernel
 from .points import simplex_points
@@ -59,7 +60,7 @@ PENALTY_KINDS = ("paper", "classical")
 
 def diffusion_bound(mesh: PolytopicMesh, problem, degree: np.ndarray, extra: int,
                     max_points: int = 2_000_000) -> np.ndarray:
-    """a_K per element: max over K's quadrature points of max_i sum_j |A_ij|."""
+    """a_K per element: max over K's quadrature points of max_i sum_j |A_ij| (located there, for data per cell)."""
     n_el = mesh.n_elements
     if not problem.has_diffusion:
         return np.zeros(n_el)
@@ -73,7 +74,7 @@ def diffusion_bound(mesh: PolytopicMesh, problem, degree: np.ndarray, extra: int
     while s < mesh.n_simplices:  # chunks of sub-simplices bound the memory
         e = min(s + step, mesh.n_simplices)
         batch = simplex_points(mesh.points, mesh.simplex_volume[s:e], q[s:e], cells=mesh.simplices[s:e])
-        A = problem.diffusion_at(batch.x)
+        A = problem.diffusion_at(batch.x, where=_where(mesh, s, e, batch.offsets) if problem.located else None)
         g = np.abs(A).sum(axis=2).max(axis=1)
         if len(g) == 1:
             g = np.full(batch.n_points, g[0])
@@ -81,6 +82,13 @@ def diffusion_bound(mesh: PolytopicMesh, problem, degree: np.ndarray, extra: int
         np.maximum.at(bound, mesh.simplex_element[s:e], per_simplex)
         s = e
     return bound
+
+
+def _where(mesh: PolytopicMesh, s: int, e: int, offsets: np.ndarray) -> PointLocation:
+    """The location (element, fine cell) of the points of sub-simplices s:e, for data per cell or element."""
+    counts = np.diff(offsets)
+    cell = mesh.simplex_cell[s:e] if mesh.simplex_cell is not None else np.full(e - s, -1)
+    return PointLocation(element=np.repeat(mesh.simplex_element[s:e], counts), cell=np.repeat(cell, counts))
 
 
 @range_kernel

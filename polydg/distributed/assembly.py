@@ -34,6 +34,7 @@ from ..assembly.scope import AssemblyScope
 from ..errors import OptionError
 from ..partition.ranks import balance, element_work, rank_partition
 from ..problem import as_problem
+from ..problem.data import on_sub_mesh
 from .comm import bind_rank_device, collective_phase
 from .parts import RankPart, compile_relabel_kernel, local_diffusion_bound, part_face_penalty, rank_numbering, rank_parts, relabel_columns
 
@@ -180,6 +181,7 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
 
     with collective_phase(comm):
         problem = as_problem(problem, part.submesh.mesh.dim)
+        problem = on_sub_mesh(problem, part.submesh.elements, part.n_elements)  # data per element (#28): local ids
         local_space = part.space()
     sigma = part.face_penalty  # given (a kept penalty), or from a_K of every element:
     if sigma is None:

@@ -50,6 +50,13 @@ class PolytopicMesh:
     Interfaces
         ``interface_elements`` (n_interfaces, 2) with e1 < e2, lexicographically
         sorted; ``interface_offsets`` (n_interfaces+1,) into the interior faces.
+    Fine cells (the input's cells, :class:`~polydg.mesh.simplicial.SimplexMesh`)
+        ``simplex_cell`` (n_sub,) the fine cell each sub-simplex lies in (-1
+        where it spans several: coarse quadrature simplices); ``face_cells``
+        (n_faces, 2) the fine cell on each side of each face (-1 outside);
+        ``n_fine_cells`` their number.  A rank's sub-mesh keeps the whole
+        mesh's numbering.  Where data per fine cell is read
+        (:class:`~polydg.problem.data.CellData`).
     """
 
     points: np.ndarray
@@ -71,6 +78,9 @@ class PolytopicMesh:
     interface_elements: np.ndarray
     interface_offsets: np.ndarray
     source: str = "<array>"
+    simplex_cell: np.ndarray | None = None
+    face_cells: np.ndarray | None = None
+    n_fine_cells: int = 0
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -342,6 +352,7 @@ def build_polytopic_mesh(fine: SimplexMesh, cell_element: np.ndarray | None = No
     simplices = cells[order]
     simplex_element = cell_element[order]
     simplex_volume = volume[order]
+    simplex_cell = fine.fine_cell()[order]
     original_cell = order  # for messages
     offsets = np.zeros(n_el + 1, dtype=np.int64)
     np.cumsum(count, out=offsets[1:])
@@ -453,4 +464,7 @@ def build_polytopic_mesh(fine: SimplexMesh, cell_element: np.ndarray | None = No
         interface_elements=interface_elements,
         interface_offsets=interface_offsets,
         source=fine.source,
+        simplex_cell=simplex_cell,
+        face_cells=np.where(face_simplices >= 0, simplex_cell[np.maximum(face_simplices, 0)], -1),
+        n_fine_cells=fine.n_fine_cells,
     )

@@ -106,7 +106,22 @@ def coarse_quadrature_mesh(mesh: PolytopicMesh) -> PolytopicMesh:
         simplex_element=simplex_element,
         simplex_volume=np.abs(_signed_areas(mesh.points[simplices])),
         face_simplices=_face_simplices(mesh, simplices, simplex_element),
+        simplex_cell=_simplex_cells(mesh, simplex_element, good),
     )
+
+
+def _simplex_cells(mesh: PolytopicMesh, simplex_element: np.ndarray, coarse: np.ndarray) -> np.ndarray | None:
+    """The fine cell of each new sub-triangle: its old one where the element kept its fine triangles; where
+    it was re-triangulated, the element's fine cell if it lies in one (an unagglomerated polygon), else -1."""
+    if mesh.simplex_cell is None:
+        return None
+    starts = mesh.element_offsets[:-1]
+    low = np.minimum.reduceat(mesh.simplex_cell, starts)
+    single = low == np.maximum.reduceat(mesh.simplex_cell, starts)
+    cell = np.where(single, low, -1)[simplex_element]
+    kept = ~coarse[simplex_element]
+    cell[kept] = mesh.simplex_cell[~coarse[mesh.simplex_element]]  # both in element order, stably sorted
+    return cell
 
 
 # ---------------------------------------------------------------------------

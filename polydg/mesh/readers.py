@@ -8,6 +8,10 @@
   ``DATASET POLYDATA`` files with ``POLYGONS``, both the VTK 5.1
   OFFSETS/CONNECTIVITY form and the older count-prefixed form, which meshio
   cannot read.  Polygons are triangulated (:mod:`polydg.mesh.polygon_mesh`).
+* Cell data (meshio formats): every numeric array of the volume cells is kept,
+  by name, on the mesh's fine cells (``SimplexMesh.cell_data``: one row per
+  triangle or tetrahedron, or per polygon of a polygon mesh), for
+  :class:`~polydg.problem.data.CellData`.
 
 Every failure is a :class:`~polydg.errors.MeshError` with a one-line message
 naming the file.  What meshio prints or warns on the way is captured and
@@ -364,7 +368,7 @@ def _from_meshio(mesh: Any, where: str, source: str, merge_tol: float) -> Simple
             raise MeshError(f"{where}: tetrahedra need 3D points, the file has 2D points")
         cells = np.concatenate(blocks["tetra"])
         facets, tags = _tagged(mesh, "triangle", physical, where)
-        return SimplexMesh(points, cells, facets, tags, source=source)
+        return SimplexMesh(points, cells, facets, tags, source=source, cell_data=_cell_data(mesh, ["tetra"]))
     if points.shape[1] == 3:
         z = points[:, 2]
         if np.isfinite(z).all() and np.abs(z).max(initial=0.0) > 0:
@@ -374,12 +378,30 @@ def _from_meshio(mesh: Any, where: str, source: str, merge_tol: float) -> Simple
     if not polygon_types:
         cells = np.concatenate(blocks["triangle"])
         facets, tags = _tagged(mesh, "line", physical, where)
-        return SimplexMesh(points, cells, facets, tags, source=source)
-    rows = [r for t in sorted(types - _POINT_TYPES) for r in blocks[t]]
+        return SimplexMesh(points, cells, facets, tags, source=source, cell_data=_cell_data(mesh, ["triangle"]))
+    polygon_order = sorted(types - _POINT_TYPES)
+    rows = [r for t in polygon_order for r in blocks[t]]
     sizes = np.concatenate([np.full(len(r), r.shape[1]) for r in rows])
     offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
     conn = np.concatenate([r.ravel() for r in rows])
-    return polygon_mesh(points, offsets, conn, source=source, merge_tol=merge_tol)
+    fine = polygon_mesh(points, offsets, conn, source=source, merge_tol=merge_tol)
+    fine.cell_data = _cell_data(mesh, polygon_order)  # one row per polygon, in the order of ``rows``
+    fine.check()
+    return fine
+
+
+def _cell_data(mesh: Any, cell_types: list[str]) -> dict[str, np.ndarray]:
+    """meshio's cell data of the blocks of ``cell_types`` (in that order of types, each in file order), one row
+    per cell, by name; arrays that are not numbers (or not one row per cell) are left out."""
+    out = {}
+    for name, arrays in mesh.cell_data.items():
+        pieces = [np.asarray(data) for t in cell_types for block, data in zip(mesh.cells, arrays) if block.type == t]
+        sizes = [len(block.data) for t in cell_types for block in mesh.cells if block.type == t]
+        if not pieces or any(p.ndim == 0 or len(p) != n or p.dtype.kind not in "biuf" for p, n in zip(pieces, sizes)):
+            continue
+        if len({p.shape[1:] for p in pieces}) == 1:
+            out[str(name)] = np.concatenate(pieces)
+    return out
 
 
 def _indices(data: Any, what: str, where: str, ndim: int = 2) -> np.ndarray:

@@ -42,6 +42,13 @@ class SimplexMesh:
     source : str
         Where the mesh came from (file name or generator spec), used in
         error messages.
+    cell_data : dict of str to array
+        Named values per fine cell (a mesh file's cell data, read through
+        meshio), each with one row per fine cell.
+
+    The *fine cells* are the cells of the input: the simplices themselves,
+    or for polygon input the polygons (``cell_element``).  Data per fine
+    cell (:class:`~polydg.problem.data.CellData`) is given on them.
     """
 
     points: np.ndarray
@@ -50,6 +57,7 @@ class SimplexMesh:
     boundary_tags: np.ndarray = field(default=None)  # type: ignore[assignment]
     cell_element: np.ndarray | None = None
     source: str = "<array>"
+    cell_data: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.points = np.ascontiguousarray(self.points, dtype=np.float64)
@@ -73,6 +81,7 @@ class SimplexMesh:
         self.boundary_tags = np.ascontiguousarray(self.boundary_tags, dtype=np.int64).reshape(-1)
         if self.cell_element is not None:
             self.cell_element = np.ascontiguousarray(self.cell_element, dtype=np.int64)
+        self.cell_data = {str(name): np.asarray(values) for name, values in dict(self.cell_data).items()}
         self.check()
 
     @property
@@ -88,6 +97,15 @@ class SimplexMesh:
     @property
     def n_cells(self) -> int:
         return int(self.cells.shape[0])
+
+    @property
+    def n_fine_cells(self) -> int:
+        """The number of fine cells: polygons for polygon input, else simplices (the class docstring)."""
+        return int(self.cell_element.max()) + 1 if self.cell_element is not None else self.n_cells
+
+    def fine_cell(self) -> np.ndarray:
+        """(n_cells,) the fine cell of each simplex: its polygon for polygon input, else itself."""
+        return self.cell_element if self.cell_element is not None else np.arange(self.n_cells, dtype=np.int64)
 
     def check(self) -> None:
         """Raise :class:`MeshError` on NaN/inf or huge coordinates, or bad indices."""
@@ -128,3 +146,7 @@ class SimplexMesh:
                 f"{self.source}: cell_element has {len(self.cell_element)} entries "
                 f"for {self.n_cells} cells"
             )
+        for name, values in self.cell_data.items():
+            if values.ndim == 0 or len(values) != self.n_fine_cells:
+                raise MeshError(f"{self.source}: cell data {name!r} has {values.shape[0] if values.ndim else 0} rows "
+                                f"for {self.n_fine_cells} cells")

@@ -123,5 +123,9 @@ def rank_submesh(mesh: PolytopicMesh, owned: np.ndarray) -> RankMesh:
         interface_elements=local[ie[keep]],
         interface_offsets=interface_offsets,
         source=f"{mesh.source} (part of {len(owned)} elements)",
+        # fine cells keep the whole mesh's numbering: the halo side of a face has its cell, not its sub-simplex
+        simplex_cell=None if mesh.simplex_cell is None else mesh.simplex_cell[simplices],
+        face_cells=None if mesh.face_cells is None else mesh.face_cells[faces],
+        n_fine_cells=mesh.n_fine_cells,
     )
     return RankMesh(mesh=sub, elements=elements, owned=owned_local, faces=faces)

@@ -15,6 +15,7 @@ from ..assembly.plan import plan_assembly
 from ..assembly.scope import AssemblyScope
 from ..errors import OptionError
 from ..problem import as_problem
+from ..problem.data import check_data
 
 
 class NonlinearSystem:
@@ -38,6 +39,7 @@ class NonlinearSystem:
         self.options = options.replace(approach="2")
         self.space = space
         self.problem = as_problem(problem, space.mesh.dim)
+        check_data(self.problem, space.mesh)  # data per cell or element: one value per cell or element of this mesh
         self.linear_solver = linear_solver
         mesh = space.mesh
         start = time.perf_counter()

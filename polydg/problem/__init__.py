@@ -12,7 +12,12 @@ One concept per module:
 * :mod:`~polydg.problem.paper_kernel`: the compiled source term of the
   paper's problem;
 * :mod:`~polydg.problem.loading`: :func:`load_problem`, from a built-in
-  name, ``path/to/file.py:NAME`` or ``package.module:NAME``.
+  name, ``path/to/file.py:NAME`` or ``package.module:NAME``;
+* :mod:`~polydg.problem.data`: coefficients from data, per fine cell
+  (:class:`CellData`), per element (:class:`ElementData`) or on a grid
+  (:class:`GridData`);
+* :mod:`~polydg.problem.coefficient_options`: ``--coefficient NAME=SPEC``
+  (:func:`with_coefficients`).
 
 Everything is importable from ``polydg.problem`` itself, as before the split.
 """
@@ -37,6 +42,10 @@ from .builtin import ALIASES, neumann_diffusion_matrix  # noqa: F401
 from .contract import Coefficient  # noqa: F401
 from .paper_kernel import _paper_source, _sincospi  # noqa: F401
 from .polynomial import POLYNOMIAL_KINDS, multi_indices  # noqa: F401
+
+# coefficients from data (#28): importable from here, kept out of ``import *`` (whose names stay the old ones)
+from .data import CellData, ElementData, GridData, PointLocation  # noqa: F401
+from .coefficient_options import with_coefficients  # noqa: F401
 
 __all__ = [
     "Problem",

@@ -28,6 +28,12 @@ gradient ``(n, d)``, e.g. ``diffusion(x, u)`` returning a(u) ``(n,)``,
 (:mod:`~polydg.problem.iterate`).  Advection and boundary data stay
 functions of x.
 
+Diffusion, reaction and source may also read where each point lies: a
+callable that names a parameter ``where`` receives a
+:class:`~polydg.problem.data.PointLocation` (element and fine cell of each
+point; on an interior face, of the side whose trace is taken).  Data per fine
+cell or per element (:mod:`~polydg.problem.data`) are such callables.
+
 The assembler asks for coefficient values through the ``*_at`` methods, which
 check shape and finiteness and raise :class:`~polydg.errors.ProblemError` with
 a one-line message naming the problem, the coefficient and what is wrong.
@@ -65,6 +71,9 @@ DERIVATIVES = ("diffusion_du", "diffusion_dgrad_u", "reaction_du", "source_du")
 #: the iterate's arguments a coefficient callable may name
 ITERATE_ARGUMENTS = ("u", "grad_u")
 
+#: the argument through which a coefficient callable reads where each point lies (its element and fine cell)
+LOCATION_ARGUMENT = "where"
+
 #: relative tolerance of the symmetry / semi-definiteness checks on A
 _SYMMETRY_TOL = 1e-10
 
@@ -87,19 +96,33 @@ def _default_mesh(d: int) -> str:
     return "square:32" if d == 2 else "cube:8"
 
 
+def _parameters(function: Any) -> tuple[str, ...]:
+    """The names of a callable's parameters; () for a constant, a builtin or a ufunc (a function of x alone)."""
+    if not callable(function):
+        return ()
+    try:
+        return tuple(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return ()
+
+
 def iterate_arguments(function: Any) -> tuple[str, ...]:
     """The iterate's arguments (``u``, ``grad_u``) that a coefficient callable names; () for a function of x.
 
     >>> iterate_arguments(lambda x, u: 1 + u**2), iterate_arguments(lambda x: x[:, 0])
     (('u',), ())
     """
-    if not callable(function):
-        return ()
-    try:
-        parameters = inspect.signature(function).parameters
-    except (TypeError, ValueError):  # a builtin or ufunc: a function of x alone
-        return ()
+    parameters = _parameters(function)
     return tuple(a for a in ITERATE_ARGUMENTS if a in parameters)
+
+
+def reads_location(function: Any) -> bool:
+    """True when a coefficient callable names ``where`` (data per cell or element, :mod:`polydg.problem.data`).
+
+    >>> reads_location(lambda x, where: where.cell * 1.0), reads_location(lambda x: x[:, 0])
+    (True, False)
+    """
+    return LOCATION_ARGUMENT in _parameters(function)
 
 
 def _wrong_kind(name: str, value: Any) -> str | None:
@@ -115,6 +138,9 @@ def _wrong_kind(name: str, value: Any) -> str | None:
             if named:
                 return (f"names {', '.join(named)}: only {', '.join(ITERATE_COEFFICIENTS)} may depend on the "
                         "iterate (a nonlinear advection needs a numerical flux, which polydg does not provide)")
+            if reads_location(value):
+                return (f"reads where a point lies (data per cell or element): only {', '.join(ITERATE_COEFFICIENTS)} "
+                        "may (an upwind flux needs one b.n on a face); data on a grid (GridData) is a function of x")
         return None
     if name in DERIVATIVES:
         return f"must be a callable or None, got {type(value).__name__}"
@@ -228,6 +254,11 @@ class Problem:
         return iterate_arguments(getattr(self, name))
 
     @property
+    def located(self) -> bool:
+        """True when a coefficient reads where its points lie (``where``: data per cell or element)."""
+        return any(reads_location(getattr(self, name)) for name in ITERATE_COEFFICIENTS)
+
+    @property
     def nonlinear(self) -> bool:
         """True when a coefficient depends on the iterate (see the module docstring)."""
         return any(self.iterate_arguments(name) for name in ITERATE_COEFFICIENTS)
@@ -289,6 +320,13 @@ class Problem:
             raise ProblemError(
                 f"problem {self.name!r}: {name} depends on the iterate ({', '.join(wanted)}): a nonlinear problem "
                 f"is solved by polydg.nonlinear.solve_nonlinear (command line: --nonlinear newton|picard), not assembled once")
+        if name in ITERATE_COEFFICIENTS + DERIVATIVES and reads_location(function):
+            if iterate.get(LOCATION_ARGUMENT) is None:
+                raise ProblemError(
+                    f"problem {self.name!r}: {name} reads where each point lies (data per cell or element): it is "
+                    "evaluated by polydg.assembly.assemble or polydg.nonlinear.solve_nonlinear, which give each "
+                    "point's element and cell, not at bare points")
+            wanted = wanted + (LOCATION_ARGUMENT,)
         try:
             return function(*args, **{a: iterate[a] for a in wanted})
         except ProblemError:
@@ -342,19 +380,20 @@ class Problem:
                 self._fail(name, f"constant {array.tolist()} is not positive semi-definite")
         return xp.asarray(array[None], dtype=dtype)
 
-    def diffusion_at(self, x: Any, xp: Any = np, *, u: Any = None, grad_u: Any = None) -> Any:
+    def diffusion_at(self, x: Any, xp: Any = np, *, u: Any = None, grad_u: Any = None, where: Any = None) -> Any:
         """A at the points: ``(n, d, d)``, or ``(1, d, d)`` when constant.
 
         A callable may also return ``(n,)``, read as ``a(x) I``.  Values are
         checked for finiteness, symmetry and a non-negative diagonal.  ``u``
-        (n,) and ``grad_u`` (n, d) are the iterate at the points, for a
-        diffusion that names them.
+        (n,) and ``grad_u`` (n, d) are the iterate at the points, ``where``
+        their :class:`~polydg.problem.data.PointLocation`, for a diffusion
+        that names them.
         """
         x, n, d = self._points(x, xp)
         dtype = self._dtype(x, xp)
         if self.is_constant("diffusion"):
             return self._constant("diffusion", d, (d, d), xp, dtype)
-        value = xp.asarray(self._call("diffusion", x, u=u, grad_u=grad_u))
+        value = xp.asarray(self._call("diffusion", x, u=u, grad_u=grad_u, where=where))
         if tuple(value.shape) == (n,):
             value = value[:, None, None] * xp.eye(d, dtype=value.dtype if value.dtype.kind == "f" else dtype)
         A = self._checked("diffusion", value, x, (n, d, d), xp, dtype)
@@ -389,13 +428,15 @@ class Problem:
             return self._constant(name, d, (), xp, dtype)
         return self._checked(name, self._call(name, x, *extra, **iterate), x, (n,), xp, dtype)
 
-    def reaction_at(self, x: Any, xp: Any = np, *, u: Any = None, grad_u: Any = None) -> Any:
-        """c at the points: ``(n,)``, or ``(1,)`` when constant (``u``, ``grad_u``: the iterate there)."""
-        return self._scalar_at("reaction", x, xp, u=u, grad_u=grad_u)
+    def reaction_at(self, x: Any, xp: Any = np, *, u: Any = None, grad_u: Any = None, where: Any = None) -> Any:
+        """c at the points: ``(n,)``, or ``(1,)`` when constant (``u``, ``grad_u``: the iterate there;
+        ``where``: their location)."""
+        return self._scalar_at("reaction", x, xp, u=u, grad_u=grad_u, where=where)
 
-    def source_at(self, x: Any, xp: Any = np, *, u: Any = None, grad_u: Any = None) -> Any:
-        """f at the points: ``(n,)``, or ``(1,)`` when constant (``u``, ``grad_u``: the iterate there)."""
-        return self._scalar_at("source", x, xp, u=u, grad_u=grad_u)
+    def source_at(self, x: Any, xp: Any = np, *, u: Any = None, grad_u: Any = None, where: Any = None) -> Any:
+        """f at the points: ``(n,)``, or ``(1,)`` when constant (``u``, ``grad_u``: the iterate there;
+        ``where``: their location)."""
+        return self._scalar_at("source", x, xp, u=u, grad_u=grad_u, where=where)
 
     def dirichlet_at(self, x: Any, xp: Any = np) -> Any:
         """g_D at the points: ``(n,)``, or ``(1,)`` when constant."""
@@ -483,7 +524,7 @@ _SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
 }
 
 #: the attributes that make an object a problem: at least one must be there
-_PROTOCOL = COEFFICIENTS + ("initial",) + DERIVATIVES
+_PROTOCOL = COEFFICIENTS + ("initial",)
 
 #: what a problem may be, for messages; the old texts ("expected a polydg.problem.Problem...") stay their prefixes
 _AN_OBJECT = f"an object with some of its attributes ({', '.join(_PROTOCOL)})"
@@ -524,7 +565,7 @@ def _has_protocol_attribute(obj: Any) -> bool:
 def _from_attributes(obj: Any, owner: str) -> Problem:
     """The :class:`Problem` whose fields are ``obj``'s attributes; ``owner`` names ``obj`` in messages."""
     fields: dict[str, Any] = {}
-    for attribute in _PROTOCOL:
+    for attribute in _PROTOCOL + DERIVATIVES:  # derivatives are read too, but do not make a problem alone
         value = _read(obj, attribute, owner)
         if value is _MISSING:
             continue  # absent means zero, as for a Problem built without it

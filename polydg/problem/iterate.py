@@ -50,7 +50,7 @@ class DiffusionAtIterate:
     da_dgrad: Any = None
 
 
-def _complex_call(problem, name: str, x, u, grad_u, xp, wrt: str, k: int = 0):
+def _complex_call(problem, name: str, x, u, grad_u, xp, wrt: str, k: int = 0, where=None):
     """``name``'s callable with an imaginary step on u (``wrt="u"``) or on component k of grad u; returns
     (real part, imaginary part / h).
 
@@ -66,17 +66,17 @@ def _complex_call(problem, name: str, x, u, grad_u, xp, wrt: str, k: int = 0):
         grad_u = grad_u + step
     with warnings.catch_warnings():  # a cast of the complex argument to float is reported below, once
         warnings.simplefilter("ignore", ComplexWarning)
-        value = xp.asarray(problem._call(name, x, u=u, grad_u=grad_u))
+        value = xp.asarray(problem._call(name, x, u=u, grad_u=grad_u, where=where))
     if value.dtype.kind == "c":
         return value.real, value.imag / h
     # real values: either the callable does not depend on this argument, or it dropped the imaginary part
     u_real, g_real = u.real, grad_u.real
     if wrt == "u":
-        moved = problem._call(name, x, u=u_real + 1e-3 * (1 + abs(u_real)), grad_u=g_real)
+        moved = problem._call(name, x, u=u_real + 1e-3 * (1 + abs(u_real)), grad_u=g_real, where=where)
     else:
         bump = xp.zeros(g_real.shape[1])
         bump[k] = 1.0
-        moved = problem._call(name, x, u=u_real, grad_u=g_real + 1e-3 * (1 + abs(g_real)) * bump)
+        moved = problem._call(name, x, u=u_real, grad_u=g_real + 1e-3 * (1 + abs(g_real)) * bump, where=where)
     if bool(xp.any(xp.asarray(moved) != value)):
         derivative = f"{name}_du" if wrt == "u" else f"{name}_dgrad_u"
         raise ProblemError(
@@ -89,26 +89,29 @@ def _checked_like(problem, name: str, value, x, shape: tuple, xp, dtype):
     return problem._checked(name, value, x, shape, xp, dtype)
 
 
-def diffusion_at_iterate(problem, x, u=None, grad_u=None, xp=np, derivatives: bool = True) -> DiffusionAtIterate:
+def diffusion_at_iterate(problem, x, u=None, grad_u=None, xp=np, derivatives: bool = True,
+                         where=None) -> DiffusionAtIterate:
     """A at the points for the iterate (u, grad_u) there; with ``derivatives``, dA/du and da/d(grad u).
+    ``where`` locates the points (a :class:`~polydg.problem.data.PointLocation`), for a diffusion that
+    reads it (data per cell or element).
 
     The values are checked as :meth:`~polydg.problem.Problem.diffusion_at` checks them (finite, symmetric,
     non-negative diagonal; a scalar a finite and >= 0); the derivatives for shape and finiteness.
     """
     named = problem.iterate_arguments("diffusion")
     if not named:
-        return DiffusionAtIterate(problem.diffusion_at(x, xp))
+        return DiffusionAtIterate(problem.diffusion_at(x, xp, where=where))
     x = xp.asarray(x)
     n, d = int(x.shape[0]), int(x.shape[1])
     dtype = x.dtype if x.dtype.kind == "f" else xp.float64
     given_du, given_dg = problem.diffusion_du, problem.diffusion_dgrad_u
     dA = dg = None
     if derivatives and "u" in named and given_du is None:
-        value, dA = _complex_call(problem, "diffusion", x, u, grad_u, xp, "u")
+        value, dA = _complex_call(problem, "diffusion", x, u, grad_u, xp, "u", where=where)
     else:
-        value = xp.asarray(problem._call("diffusion", x, u=u, grad_u=grad_u))
+        value = xp.asarray(problem._call("diffusion", x, u=u, grad_u=grad_u, where=where))
         if derivatives and "u" in named:
-            dA = xp.asarray(problem._call("diffusion_du", x, u=u, grad_u=grad_u))
+            dA = xp.asarray(problem._call("diffusion_du", x, u=u, grad_u=grad_u, where=where))
     scalar = tuple(value.shape) == (n,)
     if "grad_u" in named and not scalar:
         raise ProblemError(
@@ -116,10 +119,10 @@ def diffusion_at_iterate(problem, x, u=None, grad_u=None, xp=np, derivatives: bo
             f"(the p-Laplacian type); got shape {tuple(value.shape)}")
     if derivatives and "grad_u" in named:
         if given_dg is None:
-            dg = xp.stack([_complex_call(problem, "diffusion", x, u, grad_u, xp, "grad_u", k)[1] for k in range(d)],
-                          axis=1)
+            dg = xp.stack([_complex_call(problem, "diffusion", x, u, grad_u, xp, "grad_u", k, where)[1]
+                           for k in range(d)], axis=1)
         else:
-            dg = xp.asarray(problem._call("diffusion_dgrad_u", x, u=u, grad_u=grad_u))
+            dg = xp.asarray(problem._call("diffusion_dgrad_u", x, u=u, grad_u=grad_u, where=where))
         dg = _checked_like(problem, "diffusion_dgrad_u", dg, x, (n, d), xp, dtype)
     eye = xp.eye(d, dtype=dtype)
     if scalar:  # a I: symmetric by construction; a must be >= 0
@@ -141,7 +144,7 @@ def _format_point(x) -> str:
     return "[" + ", ".join(f"{float(v):.6g}" for v in (x.get() if hasattr(x, "get") else x)) + "]"
 
 
-def scalar_at_iterate(problem, name: str, x, u=None, grad_u=None, xp=np, derivatives: bool = True):
+def scalar_at_iterate(problem, name: str, x, u=None, grad_u=None, xp=np, derivatives: bool = True, where=None):
     """(value, d value / du) of reaction or source at the points for the iterate; the derivative is None
     when the coefficient is free of u or ``derivatives`` is False.  A reaction or source may name u only."""
     named = problem.iterate_arguments(name)
@@ -149,14 +152,14 @@ def scalar_at_iterate(problem, name: str, x, u=None, grad_u=None, xp=np, derivat
     if "grad_u" in named:
         raise ProblemError(f"problem {problem.name!r}: {name} may depend on u, not on grad_u")
     if not named or not derivatives:
-        return at(x, xp, u=u, grad_u=grad_u), None
+        return at(x, xp, u=u, grad_u=grad_u, where=where), None
     x = xp.asarray(x)
     n = int(x.shape[0])
     dtype = x.dtype if x.dtype.kind == "f" else xp.float64
     if getattr(problem, f"{name}_du") is None:
-        value, du = _complex_call(problem, name, x, u, grad_u, xp, "u")
+        value, du = _complex_call(problem, name, x, u, grad_u, xp, "u", where=where)
         value = problem._checked(name, value, x, (n,), xp, dtype)
     else:
-        value = at(x, xp, u=u, grad_u=grad_u)
-        du = xp.asarray(problem._call(f"{name}_du", x, u=u, grad_u=grad_u))
+        value = at(x, xp, u=u, grad_u=grad_u, where=where)
+        du = xp.asarray(problem._call(f"{name}_du", x, u=u, grad_u=grad_u, where=where))
     return value, _checked_like(problem, f"{name}_du", du, x, (n,), xp, dtype)
