@@ -410,3 +410,38 @@ def test_bad_coefficient_options_are_one_line(setting, tmp_path):
     text = _one_line(err)
     assert text.startswith(f"--coefficient diffusion=element:{tmp_path}/k.npy")
     assert f"3 values, expected one per element of 'square:{N}' ({space.mesh.n_elements})" in text
+
+
+def test_command_line_coefficient_from_the_mesh_files_cell_data(tmp_path, capsys):
+    """--coefficient diffusion=cell:ARRAY on a .vtu carrying the array: fine sub-simplices, the matrix of the
+    same CellData in Python; a missing array is one line naming the ones present, exit 2."""
+    import json
+
+    import meshio
+    import scipy.sparse as sp
+
+    from polydg.cli import main
+    from polydg.mesh import build_polytopic_mesh, load_mesh, unit_square
+    from polydg.partition import agglomerate_cells
+    from polydg.problem import builtin_problem, with_coefficients
+
+    fine = unit_square(8)
+    permeability = np.where(fine.points[fine.cells].mean(axis=1)[:, 0] < 0.5, 1.0, 10.0)
+    path = tmp_path / "layers.vtu"
+    meshio.write(path, meshio.Mesh(np.c_[fine.points, np.zeros(len(fine.points))], [("triangle", fine.cells)],
+                                   cell_data={"permeability": [permeability]}))
+    out = tmp_path / "out"
+    args = ["--mesh", str(path), "--agglomerate", "10", "--degree", "1", "--problem", "poisson", "--quiet"]
+    assert main(args + ["--coefficient", "diffusion=cell:permeability", "--output", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["quadrature_simplices"] == "fine"
+    read = load_mesh(str(path))
+    problem = with_coefficients(builtin_problem("poisson", 2), ["diffusion=cell:permeability"], read)
+    space = DGSpace(build_polytopic_mesh(read, agglomerate_cells(read, 10, seed=0)), 1)
+    want = assemble(space, problem).matrix
+    got = sp.load_npz(out / "matrix.npz")
+    assert abs(got - want).max() == 0.0
+    capsys.readouterr()
+    assert main(args + ["--coefficient", "diffusion=cell:porosity"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "porosity" in err and "permeability" in err

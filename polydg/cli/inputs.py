@@ -61,6 +61,14 @@ def check_options(args: argparse.Namespace, say=None) -> RunOptions:
                       method=args.solve or ("direct" if default_run else None), assembly=assembly)
 
 
+def quadrature_simplices(args: argparse.Namespace, problem) -> str:
+    """The run's sub-simplices: the fine cells for a space-time march (it chooses its own) and for data per
+    fine cell (each point in one cell), else ``--quadrature-simplices``."""
+    from ..problem.data import uses_cell_data
+
+    return "fine" if problem.space_time or uses_cell_data(problem) else args.quadrature_simplices
+
+
 def build_mesh(fine, opts: RunOptions, seed: int, say, quadrature_simplices: str = "fine"):
     """The polytopic mesh (agglomerated or not) with the ``quadrature_simplices`` sub-simplices, and the
     degrees (one, or random per element).

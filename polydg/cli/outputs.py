@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .inputs import RunOptions
+from .inputs import RunOptions, quadrature_simplices
 
 
 def report(args: argparse.Namespace, opts: RunOptions, say, space, problem, result, timings: dict,
@@ -28,7 +28,7 @@ def report(args: argparse.Namespace, opts: RunOptions, say, space, problem, resu
         timings["solve"] = solve_info["seconds"]
     options = {"mesh": opts.mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget,
                "repeat": args.repeat,
-               "quadrature_simplices": args.quadrature_simplices if space.mesh.dim == 2 else "fine"}
+               "quadrature_simplices": quadrature_simplices(args, problem) if space.mesh.dim == 2 else "fine"}
     summary = summary_dict(mesh=space.mesh, space=space, result=result, options=options, timings=timings,
                            errors=errs, solve_info=solve_info, ranks=(extra or {}).get("ranks", 1))
     summary.update(extra or {})

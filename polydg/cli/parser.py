@@ -41,6 +41,7 @@ class _ArgumentParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from ..mesh.quadrature_simplices import DEFAULT_QUADRATURE_SIMPLICES, QUADRATURE_SIMPLICES
+    from ..problem.coefficient_options import SPEC_HELP
 
     p = _ArgumentParser(prog="python -m polydg.assemble", description=DESCRIPTION,
                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -54,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0, help="seed of the random degrees (default 0)")
     g.add_argument("--problem", default="paper",
                    help="built-in name, file.py:NAME or module:NAME (default paper, i.e. paper-2d / paper-3d)")
+    g.add_argument("--coefficient", action="append", default=[], metavar="NAME=SPEC",
+                   help=f"replace a coefficient of the problem by data or a number: {SPEC_HELP}")
     a = p.add_argument_group("assembly")
     a.add_argument("--precision", default="double", choices=("double", "single"))
     a.add_argument("--approach", default="2", choices=("2", "atomic", "1"),

@@ -18,7 +18,7 @@ import numpy as np
 from ..distributed.comm import collective_phase
 from ..errors import OptionError
 from ..jit import announce_compilation
-from .inputs import build_mesh, check_options, chunk_progress
+from .inputs import build_mesh, check_options, chunk_progress, quadrature_simplices
 from .outputs import report, write_rank_rows
 from .spacetime import check_space_time_options, run_space_time
 from .steady import solve_and_say
@@ -30,6 +30,7 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     from ..distributed import assemble_distributed
     from ..mesh import load_mesh
     from ..problem import load_problem
+    from ..problem.coefficient_options import replaced, replacements
     from ..space import DGSpace
 
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -49,6 +50,10 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     dim = comm.bcast(dim, root=0)
     with collective_phase(comm):
         problem = load_problem(args.problem, dim)
+        # --coefficient: rank 0 read the mesh and its cell data; the others get the replaced coefficients
+        fields = replacements(problem, args.coefficient, fine) if root and args.coefficient else None
+    problem = replaced(problem, comm.bcast(fields, root=0))
+    with collective_phase(comm):
         check_space_time_options(args, problem)
         if problem.space_time and args.no_gather:
             raise OptionError("--no-gather is for steady problems; a space-time march solves every slab on rank 0")
@@ -60,7 +65,7 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
         with collective_phase(comm):
             if root:
                 say(f"mesh {opts.mesh_spec}: {fine} on {size} ranks")
-                mesh, degree = build_mesh(fine, opts, args.seed, say, args.quadrature_simplices)
+                mesh, degree = build_mesh(fine, opts, args.seed, say, quadrature_simplices(args, problem))
                 del fine
                 space = DGSpace(mesh, degree)
                 say(f"DG space: {space}; problem {problem.name}")

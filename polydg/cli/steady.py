@@ -11,7 +11,7 @@ import statistics
 import numpy as np
 
 from ..jit import announce_compilation
-from .inputs import Progress, build_mesh, check_options, chunk_progress
+from .inputs import Progress, build_mesh, check_options, chunk_progress, quadrature_simplices
 from .outputs import report
 from .spacetime import check_space_time_options, run_space_time
 
@@ -20,20 +20,20 @@ def run(args: argparse.Namespace) -> dict:
     """Run the command line's job in this process; returns the summary."""
     from ..assembly import Workspace, assemble
     from ..mesh import load_mesh
-    from ..problem import load_problem
+    from ..problem import load_problem, with_coefficients
     from ..space import DGSpace
 
     say = Progress(args.quiet)
     opts = check_options(args, say)
     fine = load_mesh(opts.mesh_spec)
     problem = load_problem(args.problem, fine.dim)  # before the first progress line: bad input is one line
+    problem = with_coefficients(problem, args.coefficient, fine)
     check_space_time_options(args, problem)
     say(f"mesh {opts.mesh_spec}: {fine}")
     kernels = f"{fine.dim + 1}D space-time assembly kernels" if problem.space_time else f"{fine.dim}D assembly kernels"
     # numba reports every compilation; the first one of polydg's kernels prints a line, and the total its time
     with announce_compilation(say, kernels):
-        mesh, degree = build_mesh(fine, opts, args.seed, say,
-                                  "fine" if problem.space_time else args.quadrature_simplices)
+        mesh, degree = build_mesh(fine, opts, args.seed, say, quadrature_simplices(args, problem))
         if problem.space_time:  # slab after slab
             return run_space_time(args, opts, problem, mesh, degree, say)
         space = DGSpace(mesh, degree)

@@ -106,10 +106,16 @@ def with_coefficients(problem, specs, fine, option: str = OPTION):
     if not specs:
         return problem
     problem = as_problem(problem, fine.dim)
-    replaced = {}
+    return replaced(problem, replacements(problem, specs, fine, option))
+
+
+def replacements(problem, specs, fine, option: str = OPTION) -> dict:
+    """The fields of ``problem`` that the ``NAME=SPEC`` texts replace, {field: value} (picklable: MPI rank 0,
+    which read the mesh, sends them to the others)."""
+    fields = {}
     for text in specs:
         name, value = parse_coefficient(text, fine, option)
-        if name in replaced:
+        if name in fields:
             raise OptionError(f"{option} {text}: {name} is given twice")
         dim = fine.dim + 1 if problem.space_time else fine.dim  # a space-time problem's x ends with t
         if isinstance(value, GridData) and value.dim != dim:
@@ -117,8 +123,16 @@ def with_coefficients(problem, specs, fine, option: str = OPTION):
         if isinstance(value, (CellData, ElementData)) and problem.space_time:
             raise OptionError(f"{option} {text}: data per cell or element is not supported for the space-time "
                               f"problem {problem.name!r} (grid data over x and t is)")
-        replaced[name] = value
+        fields[name] = value
         for derivative in (f"{name}_du", f"{name}_dgrad_u"):
             if hasattr(problem, derivative):
-                replaced[derivative] = None
-    return dataclasses.replace(problem, exact=None, exact_gradient=None, **replaced)
+                fields[derivative] = None
+    return fields
+
+
+def replaced(problem, fields: dict):
+    """``problem`` with ``fields`` (:func:`replacements`) in place; a replaced coefficient voids its exact
+    solution."""
+    if not fields:
+        return problem
+    return dataclasses.replace(problem, exact=None, exact_gradient=None, **fields)
