@@ -67,7 +67,10 @@ RUN_TOTAL = 470
 MIN_STAGE = 10
 #: the process of a stage is stopped this long after its limit (the stage itself stops short of it)
 GRACE = 10
-F64_TOL, F32_TOL = 1e-13, 1e-6
+#: float64 against the CPU; float32 against the CPU's float64: the simulator cases' documented bound
+#: (tests/test_gpu_assembly.py) and, for the larger cases of degree 3, the CPU's own float32 floor
+#: (tests/test_assembly.py::test_single_precision_error_floor; the CPU's float32 is 3.4e-6 on 2d-medium)
+F64_TOL, F32_TOL, F32_FLOOR = 1e-13, 1e-6, 1e-5
 
 #: test files whose assemblies follow POLYDG_TEST_BACKEND (tests/conftest.py), and the CuPy-only tests
 GPU_TEST_FILES = ("tests/test_gpu_assembly.py", "tests/test_gpu_offload.py", "tests/test_assembly.py",
@@ -346,7 +349,7 @@ def task_assembly(name: str, backend: str, quick: bool) -> dict:
         got[variant] = result
         single = options.get("precision") == "single"
         check(checks, f"{variant}: pattern equals the CPU's", np.array_equal(result.matrix.indices, cpu.matrix.indices))
-        tol = F32_TOL if single else F64_TOL
+        tol = (F32_FLOOR if name in MEDIUM_CASES else F32_TOL) if single else F64_TOL
         check(checks, f"{variant}: matrix vs CPU", rel_diff(result.matrix.data, cpu.matrix.data), tol)
         check(checks, f"{variant}: load vs CPU", rel_diff(result.rhs, cpu.rhs), tol)
         check(checks, f"{variant}: dtype", result.matrix.data.dtype == (np.float32 if single else np.float64))
@@ -573,8 +576,8 @@ def stage_correctness(stage: Stage) -> None:
         rec["details"]["cases"][key] = result
         checks = result.get("checks", {})
         for cname, c in checks.items():
-            if c.get("limit") in (F64_TOL, F32_TOL) and np.isfinite(c["value"]):  # the matrices' and loads'
-                kind = "float32" if c["limit"] == F32_TOL else "float64"
+            if c.get("limit") in (F64_TOL, F32_TOL, F32_FLOOR) and np.isfinite(c["value"]):  # matrices', loads'
+                kind = "float64" if c["limit"] == F64_TOL else "float32"
                 worst[kind] = max(worst[kind], c["value"])
         bad = [c for c, v in checks.items() if not v["ok"]]
         ok = bool(checks) and not bad and "error" not in result
