@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import MutableMapping
+from functools import lru_cache
 
 import numpy as np
 
@@ -94,6 +95,47 @@ def device_name(backend: str = "cupy") -> str:
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     name = props["name"]
     return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def backend_versions(backend: str) -> dict[str, str]:
+    """What runs a device backend, for reports: CuPy, numba-cuda, the CUDA runtime and driver, the compute
+    capability ("cupy"); numba-cuda alone for the simulator; nothing for the CPU.
+
+    >>> backend_versions("numpy")
+    {}
+    """
+    if not is_device(backend):
+        return {}
+    out = {"numba_cuda": _distribution_version("numba-cuda")}
+    if backend == SIMULATOR:
+        return {**out, "cuda": "simulator"}
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    props = runtime.getDeviceProperties(cupy.cuda.Device().id)
+    return {**out, "cupy": cupy.__version__, "cuda_runtime": _cuda_version(runtime.runtimeGetVersion()),
+            "cuda_driver": _cuda_version(runtime.driverGetVersion()),
+            "compute_capability": f"{props['major']}.{props['minor']}"}
+
+
+@lru_cache(maxsize=None)
+def _distribution_version(name: str) -> str:
+    """The installed version of distribution ``name``, or "absent"."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def _cuda_version(code: int) -> str:
+    """CUDA's integer version as text: 12040 -> "12.4".
+
+    >>> _cuda_version(13000)
+    '13.0'
+    """
+    return f"{int(code) // 1000}.{int(code) % 1000 // 10}"
 
 
 def device_count(backend: str) -> int:

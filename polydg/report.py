@@ -71,7 +71,8 @@ def summary_dict(*, mesh, space, result, options: dict, timings: dict, errors: d
         "repeat": options.get("repeat", 1),
         "mesh_statistics": stats,
         "versions": {"polydg": polydg.__version__, "numpy": np.__version__, "scipy": scipy.__version__,
-                     "numba": numba.__version__, "python": platform.python_version()},
+                     "numba": numba.__version__, "python": platform.python_version(),
+                     **result.info.get("versions", {})},  # the device backend's: CuPy, numba-cuda, CUDA
     }
     if solve_info is not None:
         out["solver"] = {k: v for k, v in solve_info.items() if isinstance(v, (int, float, str, bool))}

@@ -148,6 +148,51 @@ def test_device_pattern_refuses_unsorted_interfaces():
         adjacency_on(np, 3, np.array([1]), np.array([0]), dofs)
 
 
+@pytest.mark.parametrize("sizes, named", [((2**31, 10, 10), "nnz 2,147,483,648"),
+                                          ((2**40, 2**31, 10), "nnz 1,099,511,627,776"),
+                                          ((10, 10, 2**31), "columns 2,147,483,648")])
+def test_a_matrix_past_cupys_int32_indices_is_refused_in_one_line(sizes, named):
+    """CuPy's sparse matrices index with int32 (CuPy issue 9490): nnz, rows or columns >= 2^31 stop the device
+    assembly with one line that names the size and what to do, never a wrapped index (issue #27 item 4)."""
+    from polydg.assembly.device_pattern import check_device_index_range
+
+    with pytest.raises(OptionError) as caught:
+        check_device_index_range(*sizes)
+    message = str(caught.value)
+    assert "\n" not in message and named in message and "int32" in message
+    assert "--to-host does not lift the limit" in message
+    assert ("more MPI ranks" in message) is (not named.startswith("columns"))  # columns: the global dofs
+    check_device_index_range(2**31 - 1, 2**31 - 1, 2**31 - 1)  # the largest sizes that fit
+
+
+def test_the_device_pattern_checks_its_size_before_making_anything_nnz_sized(monkeypatch):
+    """device_sparsity_pattern checks nnz once the row lengths are known: with the limit lowered to this mesh's
+    nnz (the fake size), it refuses before the column indices are allocated or written."""
+    from polydg.assembly import device_pattern
+    from polydg.assembly.pattern import sparsity_pattern
+
+    mesh, dofs, elements, columns = pattern_setup("2d-mixed")
+    nnz = sparsity_pattern(mesh, dofs).nnz
+    filled, allocated = [], []
+
+    class Recording:  # NumPy, recording the sizes of the empty arrays made
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        @staticmethod
+        def empty(shape, dtype=None):
+            allocated.append(int(np.prod(shape)))
+            return np.empty(shape, dtype=dtype)
+
+    monkeypatch.setattr(device_pattern, "DEVICE_INDEX_LIMIT", nnz)
+    with pytest.raises(OptionError, match=f"nnz {nnz:,}"):
+        device_pattern.device_sparsity_pattern(Recording(), mesh, dofs, fill_indices=lambda *a: filled.append(1))
+    assert not filled and nnz not in allocated
+    monkeypatch.setattr(device_pattern, "DEVICE_INDEX_LIMIT", nnz + 1)  # one more fits
+    device_pattern.device_sparsity_pattern(Recording(), mesh, dofs, fill_indices=lambda *a: filled.append(1))
+    assert filled == [1] and nnz in allocated
+
+
 def test_the_cases_cover_every_face_kind_mixed_degrees_and_chunks():
     """What the comparisons above stand on: the tiny meshes have every boundary kind, mixed degrees, chunks."""
     from polydg.assembly.points import simplex_points

@@ -56,6 +56,43 @@ def test_bind_rank_device_on_one_rank():
     assert sim["device_index"] == 0 and sim["device"] == "CPU simulator"
 
 
+def test_summary_json_names_the_device_backends_versions(monkeypatch):
+    """A device backend's assembly carries its versions in ``info`` (CuPy, numba-cuda, CUDA; issue #27 item 5)
+    and summary.json lists them beside polydg's own; the CPU's carries none."""
+    from polydg.assembly import assemble
+    from polydg.mesh import unit_square
+    from polydg.partition import agglomerate
+    from polydg.report import summary_dict
+    from polydg.space import DGSpace
+
+    assert bk.backend_versions("numpy") == {}
+    sim = bk.backend_versions("cudasim")  # read from the installed distributions: nothing is imported
+    assert sim == {"numba_cuda": sim["numba_cuda"], "cuda": "simulator"} and sim["numba_cuda"][0].isdigit()
+    space = DGSpace(agglomerate(unit_square(4), 5), 1)
+    result = assemble(space, builtin_problem("poisson", 2), backend="numpy")
+    assert result.info["versions"] == {} and result.info["device"] == "cpu"
+    device = {"numba_cuda": "0.30.4", "cupy": "14.2.0", "cuda_runtime": "13.0", "cuda_driver": "13.0",
+              "compute_capability": "9.0"}
+    monkeypatch.setitem(result.info, "versions", device)
+    monkeypatch.setitem(result.info, "device", "NVIDIA H100 80GB HBM3")
+    written = summary_dict(mesh=space.mesh, space=space, result=result, options={}, timings=result.info["timings"])
+    assert written["device"] == "NVIDIA H100 80GB HBM3"
+    assert {k: written["versions"][k] for k in device} == device and "polydg" in written["versions"]
+
+
+@needs_gpu
+def test_cupy_assembly_names_its_versions():
+    from polydg.assembly import assemble
+    from polydg.mesh import unit_square
+    from polydg.partition import agglomerate
+    from polydg.space import DGSpace
+
+    space = DGSpace(agglomerate(unit_square(4), 5), 1)
+    info = assemble(space, builtin_problem("poisson", 2), backend="cupy").info
+    assert {"cupy", "numba_cuda", "cuda_runtime", "cuda_driver", "compute_capability"} <= set(info["versions"])
+    assert info["device"] == bk.device_name("cupy")
+
+
 def test_the_report_names_each_ranks_device():
     from polydg.report import format_table
 

@@ -190,6 +190,7 @@ def assemble(space, problem, options: AssemblyOptions | None = None, *, matrix: 
         "precision": options.precision,
         "backend": run.backend,
         "device": bk.device_name(run.backend),
+        "versions": bk.backend_versions(run.backend),  # CuPy, numba-cuda, CUDA: empty on the CPU
         "approach": options.approach,
         "penalty": {"constant": options.penalty, "kind": options.penalty_kind},
         "quadrature_extra": options.quadrature_extra,

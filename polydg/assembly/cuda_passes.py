@@ -278,12 +278,10 @@ def assemble_on_device(plan: AssemblyPlan, backend: str, coefficients: Coefficie
 
 
 def _cupy_csr(data, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]):
-    """A ``cupyx.scipy.sparse.csr_matrix`` of the device values (CuPy's sparse matrices index with int32)."""
+    """A ``cupyx.scipy.sparse.csr_matrix`` of the device values (CuPy's sparse matrices index with int32: the
+    pattern's sizes were checked before any value was assembled, ``device_pattern.check_device_index_range``)."""
     import cupy
     import cupyx.scipy.sparse as csp
 
-    if len(indices) >= 2**31 or shape[1] >= 2**31:
-        raise OptionError(f"nnz {len(indices):,} or {shape[1]:,} columns exceed CuPy's int32 sparse indices; "
-                          "use to_host=True")
     return csp.csr_matrix((data, cupy.asarray(indices, dtype=cupy.int32), cupy.asarray(indptr, dtype=cupy.int32)),
                           shape=shape)

@@ -25,8 +25,33 @@ from typing import Callable
 
 import numpy as np
 
+from ..errors import OptionError
 from ..mesh.polytopic import PolytopicMesh
 from .pattern import SparsityPattern
+
+#: CuPy's sparse matrices hold their indices and row offsets as int32 (CuPy issue 9490): nnz, rows and
+#: columns must stay below this on the device
+DEVICE_INDEX_LIMIT = 2**31
+
+
+def check_device_index_range(nnz: int, n_rows: int, n_cols: int) -> None:
+    """Refuse, in one line, a device matrix whose nnz, rows or columns CuPy's int32 indices cannot hold.
+
+    Called once the pattern's row lengths are known, before anything
+    nnz-sized is allocated: the device path never wraps an index.
+
+    >>> check_device_index_range(2**31 - 1, 10, 10)
+    >>> check_device_index_range(2**31, 10, 10)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    polydg.errors.OptionError: the matrix has nnz 2,147,483,648 (>= 2^31): more than CuPy's int32 sparse indices ...
+    """
+    for what, value in (("nnz", nnz), ("rows", n_rows), ("columns", n_cols)):
+        if value >= DEVICE_INDEX_LIMIT:
+            fix = ("use fewer dofs per rank (more MPI ranks, a coarser mesh or lower degrees) or the numpy backend"
+                   if what != "columns" else "the global dofs are the columns: use the numpy backend")
+            raise OptionError(f"the matrix has {what} {int(value):,} (>= 2^31): more than CuPy's int32 sparse "
+                              f"indices hold, the GPU backend's limit; {fix} (--to-host does not lift the limit)")
 
 
 def segment_owner(xp, offsets, n: int):
@@ -137,7 +162,9 @@ def device_sparsity_pattern(xp, mesh: PolytopicMesh, dof_offsets: np.ndarray, el
     n_rows = int(first_rows[-1])
     row_element = elements[segment_owner(xp, first_rows, n_rows)]  # the element of each assembled row
     indptr = _exclusive_cumsum(xp, row_width[row_element])
-    indices = xp.empty(int(indptr[-1]), dtype=np.int64)
+    nnz = int(indptr[-1])
+    check_device_index_range(nnz, n_rows, int(n_cols))  # before anything nnz-sized exists
+    indices = xp.empty(nnz, dtype=np.int64)
     if fill_indices is None:
         from .cuda_kernels import fill_pattern_indices as fill_indices
     fill_indices(row_element, column_first, element_dofs, adj_offsets, adj_col, block_start, row_base, row_start,

@@ -1,0 +1,107 @@
+"""The prepared GPU run (launch/gpu_run.sh, launch/gpu_run.py; issue #27 item 1), tried on the CPU.
+
+``launch/gpu_run.sh --simulator --quick`` runs every stage's code (the
+install check, the device, correctness, GPU tests, kernels, benchmarks) under
+numba-cuda's simulator with one item per stage, and must write a
+``results.json`` that names every stage with its status.  The full simulator
+run (``launch/gpu_run.sh --simulator``: every correctness case, the wider
+test selection, more kernels and benchmark rows) is the command of
+docs/performance.md, too slow for CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "launch"))
+import gpu_run  # noqa: E402
+import gpu_test_log  # noqa: E402
+
+
+def _env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "POLYDG_TEST_BACKEND", "NUMBA_ENABLE_CUDASIM")}
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def test_the_simulator_run_writes_every_stage(tmp_path):
+    out = tmp_path / "out"
+    run = subprocess.run(["bash", str(REPO / "launch" / "gpu_run.sh"), "--simulator", "--quick", str(out)],
+                         env=_env(), capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["mode"] == "simulator" and results["quick"] is True
+    stages = results["stages"]
+    assert list(stages) == ["install", *gpu_run.STAGES]
+    for name, rec in stages.items():
+        assert rec["status"] in ("ok", "skipped"), (name, rec)
+        assert "seconds" in rec
+    # the install step checks the wheels folder when there is one (it is made by launch/gpu_wheels.sh)
+    assert stages["install"]["status"] == ("ok" if (REPO / "launch" / "wheels").is_dir() else "skipped")
+    device = stages["device"]
+    assert device["summary"]["device"] == "CPU simulator" and device["summary"]["cuda"] == "simulator"
+    correctness = stages["correctness"]["summary"]
+    assert correctness["cases"] == 4 and correctness["checks_failed"] == 0 and correctness["checks"] > 20
+    report = stages["correctness"]["details"]["cases"]["report/versions"]
+    assert report["ok"] and report["summary_json"]["versions"]["numba_cuda"] == device["summary"]["numba_cuda"]
+    assert 0 < correctness["worst_rel_diff_float64"] <= 1e-13 and correctness["worst_rel_diff_float32"] <= 1e-6
+    assert stages["correctness"]["details"]["cases"]["mpi/2d"]["devices"] == ["CPU simulator"] * 2
+    tests = stages["tests"]["summary"]
+    assert tests["passed"] >= 3 and tests["failed"] == 0 and tests["backend"] == "cudasim"
+    assert stages["kernels"]["details"]["variants"]["2d p1"]["kernels"]["volume_rows"] == "not compiled (simulator)"
+    (row,) = stages["bench"]["summary"]["rows"].values()
+    assert row["dofs"] > 0 and row["gpu_rows_total"] > 0 and row["gpu_atomic_total"] > 0 and row["cpu_2_threads"] > 0
+    assert (out / "run.log").exists() and (out / "tests-junit.xml").exists()
+    assert sorted(p.name for p in out.iterdir()) == ["results.json", "run.log", "tests-junit.xml"]
+
+
+def test_a_stage_past_its_limit_keeps_its_record_and_the_next_stage_runs(tmp_path):
+    """The device stage held past its 3 s (POLYDG_GPU_RUN_STALL) is stopped: status "timeout", what it saved
+    before is kept (the versions, saved first), and the kernels stage after it still runs."""
+    out = tmp_path / "out"
+    env = dict(_env(), NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(REPO), POLYDG_GPU_RUN_STALL="device")
+    run = subprocess.run([sys.executable, str(REPO / "launch" / "gpu_run.py"), "--simulator", "--quick", "--out",
+                          str(out), "--stages", "device", "kernels", "--budget", "device=3"],
+                         env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]  # a stage that did not finish
+    stages = json.loads((out / "results.json").read_text())["stages"]
+    assert stages["device"]["status"] == "timeout" and stages["device"]["returncode"] is None
+    assert stages["device"]["details"]["versions"]["python"] and 6 <= stages["device"]["seconds"] < 60
+    assert stages["kernels"]["status"] == "ok"
+
+
+def test_the_test_log_counts_outcomes_and_survives_a_cut_line(tmp_path):
+    log = tmp_path / "tests.jsonl"
+    lines = [{"nodeid": "a", "outcome": "passed", "message": ""}, {"nodeid": "b", "outcome": "failed", "message": "E x"},
+             {"nodeid": "c", "outcome": "skipped", "message": "no GPU"}, {"nodeid": "d", "outcome": "error",
+                                                                          "message": "fixture"}]
+    log.write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"nodeid": "e", "outc')  # killed mid-line
+    got = gpu_test_log.summarise(log)
+    assert got["counts"] == {"passed": 1, "failed": 1, "error": 1, "skipped": 1, "xfailed": 0, "xpassed": 0, "total": 4}
+    assert got["failures"] == {"b": "E x", "d": "fixture"} and got["skip_reasons"] == {"no GPU": 1}
+    assert gpu_test_log.summarise(tmp_path / "absent.jsonl")["counts"]["total"] == 0
+
+
+@pytest.mark.parametrize("device, peak, bandwidth", [("NVIDIA H100 80GB HBM3", 34e12, 3.35e12),
+                                                     ("NVIDIA H100 PCIe", 25.6e12, 2.0e12),
+                                                     ("NVIDIA H200", 34e12, 4.8e12), ("CPU simulator", None, None)])
+def test_device_peaks_by_name(device, peak, bandwidth):
+    assert gpu_run.device_peaks(device) == (peak, bandwidth)
+
+
+def test_the_gpu_run_fits_its_budget():
+    """The stages' limits fit the run's 8 minutes on an H100, in the issue's order of importance."""
+    assert gpu_run.STAGES == ("device", "correctness", "tests", "kernels", "bench")
+    assert sum(gpu_run.BUDGET.values()) <= gpu_run.TOTAL <= gpu_run.RUN_TOTAL - 30 <= 8 * 60 - 30  # 30 s: pip's
+    script = (REPO / "launch" / "gpu_run.sh").read_text()
+    assert f"round({gpu_run.RUN_TOTAL} - " in script and script.count("timeout 30 ") == 2
+    assert set(gpu_run.BUDGET) == set(gpu_run.STAGES)
+    for name in gpu_run.GPU_TEST_FILES:
+        assert (REPO / name).is_file(), name
