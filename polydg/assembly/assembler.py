@@ -27,11 +27,8 @@ Three reductions give the same matrix up to round-off:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
-import scipy.sparse as sp
 
 from .. import backend as bk
 from ..errors import OptionError
@@ -43,6 +40,7 @@ from .pattern import compile_pattern_kernels
 from .penalty import compile_penalty_kernels
 from .options import APPROACHES, PRECISIONS, AssemblyOptions, assembly_options
 from .plan import plan_assembly
+from .result import AssemblyResult
 from .points import compile_point_kernels
 from .scope import AssemblyScope
 from .timing import TIMING_KEYS, Timer
@@ -51,24 +49,6 @@ from .workspace import Workspace
 __all__ = ["APPROACHES", "PRECISIONS", "TIMING_KEYS", "AssemblyResult", "assemble"]
 
 
-@dataclass
-class AssemblyResult:
-    """What :func:`assemble` returns.
-
-    matrix : scipy.sparse.csr_matrix of the assembled rows (int64 indices); None for the
-        load alone (``assemble(..., matrix=False)``)
-    rhs : the load vector of those rows
-    face_penalty : sigma_F per face of the mesh (float64)
-    info : sizes (dofs, nnz, elements, ...), options, and ``timings`` in
-        seconds: element_kernel, interior_kernel, boundary_kernel,
-        inflow_kernel, total_kernels, indices, penalty, total_assembly, and
-        jit (compilation or cache loading, reported apart, not in the total)
-    """
-
-    matrix: sp.csr_matrix | None
-    rhs: np.ndarray
-    face_penalty: np.ndarray
-    info: dict = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------

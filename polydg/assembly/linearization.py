@@ -279,7 +279,7 @@ def boundary_point(r, A, dA, dag, b, u, g, normal, sigma, gD, gN, neu, want, M, 
         for k in range(d):
             rho[r, 1 + k] = -res * An[k]
         if want:
-            rA, rg = _row(r, A), _row(r, dag)
+            rg = _row(r, dag)
             gn = 0.0 * Fn
             for k in range(d):
                 gn += g[r, k] * n[k]

@@ -27,6 +27,7 @@ from .linearized_passes import HostExecutor, linearize
 from .options import AssemblyOptions
 from .penalty import penalty_from_weights, penalty_weights
 from .plan import plan_assembly
+from .result import AssemblyResult
 from .scope import AssemblyScope
 from .timing import Timer
 
@@ -49,8 +50,6 @@ def assemble_sided(space, problem, options: AssemblyOptions, *, scope: AssemblyS
     >>> result.matrix.shape == (space.n_dofs, space.n_dofs), result.info["executor"]
     (True, 'sided')
     """
-    from .assembler import AssemblyResult
-
     mesh = space.mesh
     scope = scope or AssemblyScope()
     what = f"problem {problem.name!r} reads where its points lie (data per cell or element)"
