@@ -3,10 +3,15 @@
 One concept per module:
 
 * :mod:`~polydg.problem.contract`: :class:`Problem` (the PDE's coefficients
-  and data, checked where they are evaluated) and :func:`as_problem`, which
-  accepts any object meeting the contract;
+  and data, checked where they are evaluated; coefficients may depend on the
+  discrete solution);
+* :mod:`~polydg.problem.protocol`: :func:`as_problem`, which accepts any
+  object meeting the contract;
+* :mod:`~polydg.problem.iterate`: coefficients of the discrete solution and
+  their derivatives (given, or by the complex step);
 * :mod:`~polydg.problem.builtin`: the manufactured problems and
   :data:`BUILTIN_PROBLEMS`, :func:`builtin_problem`;
+  :mod:`~polydg.problem.nonlinear_builtin` the nonlinear ones;
 * :mod:`~polydg.problem.polynomial`: problems with a polynomial exact
   solution (:func:`polynomial_problem`);
 * :mod:`~polydg.problem.paper_kernel`: the compiled source term of the
@@ -32,7 +37,8 @@ from .builtin import (
     paper_problem,
     poisson_problem,
 )
-from .contract import COEFFICIENTS, Problem, as_problem
+from .contract import COEFFICIENTS, Problem
+from .protocol import as_problem
 from .loading import load_problem
 from .polynomial import Polynomial, polynomial_problem
 

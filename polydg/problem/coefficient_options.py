@@ -38,7 +38,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import OptionError, ProblemError
-from .contract import as_problem
+from .protocol import as_problem
 from .data import DATA_COEFFICIENTS, CellData, ElementData, GridData, load_array
 
 #: the option's name, in messages

@@ -40,15 +40,15 @@ a one-line message naming the problem, the coefficient and what is wrong.
 Constants come back as arrays with a leading axis of length 1 and are never
 expanded to n points: the kernels broadcast them.
 
-The contract is also a protocol: :func:`as_problem` turns any object with
-some of these attributes (a plain class or instance, a module) into a
-:class:`Problem`, so user code need not import polydg to define one.
+The contract is also a protocol: :func:`~polydg.problem.protocol.as_problem`
+turns any object with some of these attributes (a plain class or instance, a
+module) into a :class:`Problem`, so user code need not import polydg to define
+one.
 """
 
 from __future__ import annotations
 
 import inspect
-import types
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
@@ -510,162 +510,3 @@ class Problem:
             self.exact_at(x, xp)
         if self.exact_gradient is not None:
             self.exact_gradient_at(x, xp)
-
-
-# ---------------------------------------------------------------------------
-# the contract as a protocol
-
-#: what a plain object may carry besides the coefficients, and what each must be
-_SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
-    "name": (str, "a str"),
-    "description": (str, "a str"),
-    "default_mesh": (str, "a str"),
-    "space_time": ((bool, np.bool_), "a bool"),
-}
-
-#: the attributes that make an object a problem: at least one must be there
-_PROTOCOL = COEFFICIENTS + ("initial",)
-
-#: what a problem may be, for messages; the old texts ("expected a polydg.problem.Problem...") stay their prefixes
-_AN_OBJECT = f"an object with some of its attributes ({', '.join(_PROTOCOL)})"
-_EXPECTED = f"a polydg.problem.Problem or a callable returning one, or {_AN_OBJECT}"
-_EXPECTED_RESULT = f"a polydg.problem.Problem or {_AN_OBJECT}"
-
-_MISSING = object()
-
-
-def _accepts_argument(function: Callable[..., Any]) -> bool:
-    """True when ``function`` can be called with one positional argument (the dimension)."""
-    try:
-        params = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):
-        return True
-    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params)
-
-
-def _read(obj: Any, attribute: str, owner: str) -> Any:
-    """``obj.attribute``, or :data:`_MISSING`; a property that raises is the object's fault."""
-    try:
-        return getattr(obj, attribute, _MISSING)
-    except Exception as exc:  # user code (a property): one line naming the attribute
-        raise ProblemError(f"{owner} whose {attribute} raised {type(exc).__name__} when read: "
-                           f"{_one_line(exc)}") from exc
-
-
-def _has_protocol_attribute(obj: Any) -> bool:
-    for attribute in _PROTOCOL:
-        try:
-            if getattr(obj, attribute, _MISSING) is not _MISSING:
-                return True
-        except Exception:  # a property that raises still says the object means to be a problem
-            return True
-    return False
-
-
-def _from_attributes(obj: Any, owner: str) -> Problem:
-    """The :class:`Problem` whose fields are ``obj``'s attributes; ``owner`` names ``obj`` in messages."""
-    fields: dict[str, Any] = {}
-    for attribute in _PROTOCOL + DERIVATIVES:  # derivatives are read too, but do not make a problem alone
-        value = _read(obj, attribute, owner)
-        if value is _MISSING:
-            continue  # absent means zero, as for a Problem built without it
-        what = _wrong_kind(attribute, value)
-        if what:
-            raise ProblemError(f"{owner} whose {attribute} {what}")
-        fields[attribute] = value
-    for attribute, (kinds, text) in _SETTINGS.items():
-        value = _read(obj, attribute, owner)
-        if value is _MISSING or value is None:
-            continue
-        if not isinstance(value, kinds):
-            raise ProblemError(f"{owner} whose {attribute} must be {text}, got {type(value).__name__}")
-        fields[attribute] = value
-    dim = _read(obj, "dim", owner)
-    if dim is not _MISSING and dim is not None:
-        # bool is an int, but True is no dimension
-        if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)) or dim not in (2, 3, 4):
-            raise ProblemError(f"{owner} whose dim must be 2, 3, 4 or None, got {dim!r}")
-        fields["dim"] = int(dim)
-    if "name" not in fields:
-        # a module's own name; for anything else the class says what it is
-        fields["name"] = obj.__name__ if isinstance(obj, types.ModuleType) else type(obj).__name__
-    return Problem(**fields)
-
-
-def _run_plain(function: Callable[[], Any], failed: Callable[[BaseException], str]) -> Any:
-    """``function()``, user code; an exception becomes a one-line :class:`ProblemError` saying ``failed(exc)``."""
-    try:
-        return function()
-    except ProblemError:
-        raise
-    except Exception as exc:
-        raise ProblemError(failed(exc)) from exc
-
-
-def _adapt(obj: Any, dim: int | None, subject: str,
-           run: Callable[[Callable[[], Any], Callable[[BaseException], str]], Any] = _run_plain) -> Problem:
-    """:func:`as_problem`, with ``subject`` naming ``obj`` in messages and ``run`` running a factory.
-
-    :func:`~polydg.problem.load_problem` passes a ``run`` that holds back
-    what a problem file's factory prints.
-    """
-    if isinstance(obj, Problem):
-        problem = obj
-    elif isinstance(obj, type) or (callable(obj) and not _has_protocol_attribute(obj)):
-        # a factory (a class is one too: its instances carry the attributes)
-        factory = obj
-        call = f"{subject}({'' if dim is None else dim})"
-        made = run(lambda: factory(dim) if _accepts_argument(factory) else factory(),
-                   lambda exc: f"{call} raised {type(exc).__name__}: {_one_line(exc)}")
-        if isinstance(made, Problem):
-            problem = made
-        elif not isinstance(made, type) and _has_protocol_attribute(made):
-            problem = _from_attributes(made, f"{subject}() returned a {type(made).__name__}")
-        else:
-            raise ProblemError(f"{subject}() returned a {type(made).__name__}, expected {_EXPECTED_RESULT}")
-    elif _has_protocol_attribute(obj):
-        problem = _from_attributes(obj, f"{subject} is a {type(obj).__name__}")
-    else:
-        raise ProblemError(f"{subject} is a {type(obj).__name__}, expected {_EXPECTED}")
-    if dim is not None:
-        problem.check_dimension(dim)
-    return problem
-
-
-def as_problem(obj: Any, dim: int | None = None) -> Problem:
-    """``obj`` as a :class:`Problem` that fits ``dim`` dimensions (any when None).
-
-    ``obj`` may be
-
-    * a :class:`Problem`: returned as it is;
-    * any object with some of the contract's attributes (:data:`COEFFICIENTS`
-      and ``initial``; a plain instance, a module): each is a method or
-      function of ``x`` (``neumann`` and ``is_neumann`` of ``x, normal``), a
-      constant, or None, exactly as for a :class:`Problem`, and a missing one
-      means zero / absent.  Optional ``name`` (default: the class's name),
-      ``dim``, ``description``, ``default_mesh`` and ``space_time`` are
-      taken as they are;
-    * a callable returning one of these, called with ``dim`` when it takes
-      an argument; a class is such a callable: it is instantiated.
-
-    Anything else, an attribute of the wrong kind, or a factory that raises
-    gives a one-line :class:`~polydg.errors.ProblemError` naming the type
-    and the attribute.  The result is checked against ``dim``.
-
-    >>> class Reaction:
-    ...     dim = 2
-    ...     reaction = 1.0                      # a constant: never expanded to the points
-    ...     def source(self, x):
-    ...         return np.ones(len(x))
-    >>> problem = as_problem(Reaction, 2)
-    >>> problem.name, problem.has_reaction, problem.has_diffusion, problem.source_at(np.zeros((3, 2))).tolist()
-    ('Reaction', True, False, [1.0, 1.0, 1.0])
-    >>> class Bad:
-    ...     diffusion = "A"
-    >>> as_problem(Bad())  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-        ...
-    polydg.errors.ProblemError: as_problem: the object is a Bad whose diffusion must be a callable, ..., got str
-    """
-    named = isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType))
-    return _adapt(obj, dim, f"as_problem: {obj.__qualname__ if named else 'the object'}")

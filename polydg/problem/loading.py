@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 from ..errors import ProblemError, capture_output
 from .builtin import BUILTIN_PROBLEMS, builtin_names, builtin_problem
-from .contract import Problem, _adapt, _one_line
+from .contract import Problem, _one_line
+from .protocol import _adapt
 
 
 def _run_user_code(function: Callable[[], Any], failed: Callable[[BaseException], str]) -> Any:
@@ -92,7 +93,7 @@ def load_problem(spec: str, dim: int | None = None) -> Problem:
     ``spec`` is a built-in name (:func:`builtin_problem`), or
     ``path/to/file.py:NAME`` (the file is imported by path), or
     ``package.module:NAME``.  NAME (default ``problem`` for a bare ``.py``
-    path) is whatever :func:`~polydg.problem.contract.as_problem` accepts:
+    path) is whatever :func:`~polydg.problem.protocol.as_problem` accepts:
     a :class:`Problem`, any object (a plain class or instance) with some of
     the contract's attributes, or a callable returning one of these, called
     with ``dim`` when it takes an argument.
