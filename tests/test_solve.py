@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-import polydg.solve as solve_module
+import polydg.solve.preconditioners as preconditioners
 from polydg.assembly import assemble
 from polydg.errors import OptionError
 from polydg.mesh import from_spec
@@ -84,12 +84,12 @@ def test_auto_with_pyamg(monkeypatch, name, small, large):
     x, info = solve(result.matrix, result.rhs, "iterative", space=space)
     assert info["solver"] == small  # a small nonsymmetric system: ILU
     _assert_same_solution(x, info, x_direct)
-    monkeypatch.setattr(solve_module, "ILU_BELOW", 100)  # as if it were large
+    monkeypatch.setattr(preconditioners, "ILU_BELOW", 100)  # as if it were large
     x, info = solve(result.matrix, result.rhs, "iterative", space=space)
     assert info["solver"] == large
     _assert_same_solution(x, info, x_direct)
-    monkeypatch.setattr(solve_module, "ILU_BELOW", 10**9)
-    monkeypatch.setattr(solve_module, "_ilu", lambda A: None)  # a singular pivot: auto goes on with AMG
+    monkeypatch.setattr(preconditioners, "ILU_BELOW", 10**9)
+    monkeypatch.setattr(preconditioners, "ilu", lambda A: None)  # a singular pivot: auto goes on with AMG
     x, info = solve(result.matrix, result.rhs, "iterative", space=space)
     assert info["solver"] == large
     _assert_same_solution(x, info, x_direct)
@@ -97,7 +97,7 @@ def test_auto_with_pyamg(monkeypatch, name, small, large):
 
 @pytest.mark.parametrize("name, solver", [("poisson", "cg+block-jacobi"), ("paper-2d", "gmres(50)+ilu")])
 def test_without_pyamg_auto_falls_back(monkeypatch, name, solver):
-    monkeypatch.setattr(solve_module, "_pyamg", lambda: None)
+    monkeypatch.setattr(preconditioners, "pyamg_module", lambda: None)
     space, result, x_direct = _system(name, 2)
     x, info = solve(result.matrix, result.rhs, "iterative", space=space)
     assert info["solver"] == solver and info["preconditioner"] == solver.split("+")[1]

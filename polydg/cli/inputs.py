@@ -25,7 +25,7 @@ class RunOptions:
     mesh_spec : the mesh generator spec or file
     agglomerate : about this many elements by METIS, 0 keeps the input cells
     degrees : (P1, P2), one degree when P1 == P2, else random per element
-    method : "direct" or "iterative" to solve, None not to
+    method : "auto", "direct" or "iterative" to solve (:func:`polydg.solve.solve`), None not to
     assembly : the options of every assembly of the run (steady, on ranks, per slab)
     """
 
@@ -58,7 +58,7 @@ def check_options(args: argparse.Namespace, say=None) -> RunOptions:
                                memory_budget_mb=args.memory_budget, backend=resolve_backend(args.backend, say=say),
                                to_host=args.to_host)
     return RunOptions(mesh_spec=args.mesh or DEFAULT_MESH, agglomerate=n_agg, degrees=(lo, hi),
-                      method=args.solve or ("direct" if default_run else None), assembly=assembly)
+                      method=args.solve or ("auto" if default_run else None), assembly=assembly)
 
 
 def quadrature_simplices(args: argparse.Namespace, problem) -> str:

@@ -21,7 +21,7 @@ def nonlinear_options(args: argparse.Namespace, opts: RunOptions):
     from ..nonlinear import NonlinearOptions
 
     return NonlinearOptions(method=args.nonlinear or "newton", rtol=args.tol, max_iterations=args.max_iterations,
-                            linear_solver=opts.method or "direct")
+                            linear_solver=opts.method or "auto")
 
 
 def run_nonlinear(args: argparse.Namespace, opts: RunOptions, problem, space, say, system=None,

@@ -95,9 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--max-iterations", type=int, default=30, metavar="N",
                    help="give up (exit 2) after N iterations (default 30)")
     o = p.add_argument_group("solve and output")
-    o.add_argument("--solve", nargs="?", const="direct", choices=("direct", "iterative"),
-                   help="solve with SciPy, or with cupyx on the device under --backend cupy (default direct; the "
-                        "default run solves)")
+    o.add_argument("--solve", nargs="?", const="auto", choices=("auto", "direct", "iterative"),
+                   help="solve: auto (the default of --solve: direct below a measured size, else AMG-preconditioned "
+                        "Krylov), direct (sparse LU), iterative; with cupyx on the device under --backend cupy "
+                        "(the default run solves)")
     o.add_argument("--output", metavar="DIR", help="write matrix.npz, rhs.npy, solution.npy/.vtu, summary.json")
     o.add_argument("--no-gather", action="store_true",
                    help="on several ranks: each rank writes its rows to DIR/rows-rank<R>.npz instead of rank 0 "

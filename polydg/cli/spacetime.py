@@ -96,7 +96,7 @@ def run_space_time(args: argparse.Namespace, opts: RunOptions, problem: Problem,
     if steps is not None:
         steps = steps[0] if steps[0] == steps[1] else random_local_steps(mesh.n_elements, *steps, seed=args.seed)
     result = march(mesh, problem, degree, n_slabs=int(args.time_slabs), final_time=final_time,
-                   method=args.solve or "direct", space_time_basis=args.space_time_basis or "P", local_steps=steps,
+                   method="direct" if args.solve in (None, "auto") else args.solve, space_time_basis=args.space_time_basis or "P", local_steps=steps,
                    quadrature_simplices=quadrature_simplices, progress=say, assembler=assembler,
                    options=opts.assembly, nonlinear=nonlinear_options(args, opts) if problem.nonlinear else None)
     per_slab = result.timings

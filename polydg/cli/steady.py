@@ -68,7 +68,7 @@ def solve_and_say(result, method: str, space, say) -> tuple[np.ndarray, dict]:
     from ..backend import to_host
     from ..solve import solve
 
-    x, solve_info = solve(result.matrix, result.rhs, method, space=space)
+    x, solve_info = solve(result.matrix, result.rhs, method, space=space, progress=say)
     where = " on the device" if solve_info.get("device") else ""
     say(f"solved{where} ({solve_info.get('solver')}) in {solve_info['seconds']:.3f} s, "
         f"residual {solve_info.get('residual', float('nan')):.2e}")

@@ -40,7 +40,7 @@ class DistributedNonlinearSystem:
     """
 
     def __init__(self, space, problem, comm, options: AssemblyOptions | None = None, *, ranks=None,
-                 weighted: bool = True, root: int = 0, say=None, linear_solver: str = "direct", **choices):
+                 weighted: bool = True, root: int = 0, say=None, linear_solver: str = "auto", **choices):
         compile_relabel_kernel()
         self.comm, self.root = comm, root
         with collective_phase(comm):

@@ -51,7 +51,7 @@ class NonlinearOptions:
     line_search: bool = True
     penalty_freeze: float = 0.1
     penalty_rtol: float = 1e-8
-    linear_solver: str = "direct"
+    linear_solver: str = "auto"
 
     def __post_init__(self) -> None:
         if self.method not in NONLINEAR_METHODS:

@@ -31,7 +31,7 @@ class NonlinearSystem:
     took, ``jit_seconds`` its kernels' compilation (apart).
     """
 
-    def __init__(self, space, problem, options: AssemblyOptions | None = None, *, linear_solver: str = "direct",
+    def __init__(self, space, problem, options: AssemblyOptions | None = None, *, linear_solver: str = "auto",
                  face_penalty_scale: np.ndarray | None = None, scope: AssemblyScope | None = None, **choices):
         options = assembly_options(options, choices).resolved()
         if options.precision != "double":

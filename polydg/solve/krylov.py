@@ -1,0 +1,116 @@
+"""The iterative solve: CG for a symmetric matrix, GMRES(restart) otherwise or when CG fails, with a
+preconditioner from :mod:`~polydg.solve.preconditioners`.
+
+Progress: a ``progress`` callable gets a line with the iteration and the
+relative residual at most every :data:`PROGRESS_SECONDS` of iterating, so
+that a long solve shows it is moving and a short one says nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from . import preconditioners
+from .preconditioners import ilu_or_block_jacobi, make_preconditioner
+from .system import SolverError, is_symmetric, relative_residual
+
+#: seconds of iterating between two progress lines
+PROGRESS_SECONDS = 2.0
+
+
+class _Monitor:
+    """Counts the Krylov iterations and sends a progress line now and then."""
+
+    def __init__(self, label: str, A: sp.csr_matrix, b: np.ndarray, progress: Callable[[str], None] | None):
+        self.label, self.A, self.b, self.progress = label, A, b, progress
+        self.count = 0
+        self.last = time.perf_counter()
+
+    def __call__(self, value: Any) -> None:
+        """CG passes the iterate, GMRES (``callback_type="pr_norm"``) its relative preconditioned residual."""
+        self.count += 1
+        if self.progress is None or time.perf_counter() - self.last < PROGRESS_SECONDS:
+            return
+        if np.ndim(value) == 0:
+            residual = f"preconditioned relative residual {float(value):.2e}"
+        else:
+            residual = f"relative residual {relative_residual(self.A, np.asarray(value), self.b):.2e}"
+        self.progress(f"{self.label}: iteration {self.count}, {residual}")
+        self.last = time.perf_counter()
+
+
+def krylov(method: str, A: sp.csr_matrix, b: np.ndarray, M: Any, tol: float, maxiter: int, restart: int,
+           monitor: _Monitor) -> tuple[np.ndarray, int]:
+    """(x, SciPy's status) of CG or GMRES(restart) from a zero guess; ``monitor`` counts the iterations."""
+    if method == "cg":
+        x, status = spla.cg(A, b, rtol=tol, atol=0.0, maxiter=maxiter, M=M, callback=monitor)
+    else:
+        restart = max(1, min(restart, maxiter))
+        cycles = max(1, math.ceil(maxiter / restart))
+        x, status = spla.gmres(A, b, rtol=tol, atol=0.0, restart=restart, maxiter=cycles, M=M,
+                               callback=monitor, callback_type="pr_norm")
+    return x, int(status)
+
+
+def iterative_solve(A: sp.csr_matrix, b: np.ndarray, *, symmetric: bool | None, tol: float, maxiter: int | None,
+                    restart: int, preconditioner: str, block_sizes: np.ndarray | None, space: Any,
+                    progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
+    """Solve A x = b to the relative residual ``tol``; ``(x, info)`` (see :func:`polydg.solve.solve`).
+
+    A CG that fails goes on with GMRES: with the same AMG or ILU preconditioner, or with ILU after
+    block-Jacobi.  Raises :class:`SolverError` (one line, with what to try) when it does not converge.
+    """
+    n = A.shape[0]
+    symmetric = is_symmetric(A) if symmetric is None else bool(symmetric)
+    info: dict = {"symmetric": symmetric, "iterations": 0}
+    maxiter = int(maxiter) if maxiter is not None else max(1000, n)
+    setup = time.perf_counter()
+    M, name, extra = make_preconditioner(preconditioner, A, symmetric, block_sizes, space)
+    info.update(extra)
+    info["setup_seconds"] = time.perf_counter() - setup
+    info["preconditioner"] = name
+    krylov_start = time.perf_counter()
+    x, status = None, 1
+    if symmetric:
+        info["solver"] = f"cg+{name}"
+        monitor = _Monitor(info["solver"], A, b, progress)
+        x, status = krylov("cg", A, b, M, tol, maxiter, restart, monitor)
+        info["iterations"] = monitor.count
+        if status != 0 or not np.isfinite(x).all():
+            info["fallback"] = f"CG stopped after {monitor.count} iterations (residual " \
+                               f"{relative_residual(A, np.nan_to_num(x), b):.3e}); tried GMRES"
+            if name not in ("amg", "ilu"):  # block-Jacobi gives way to ILU
+                setup = time.perf_counter()
+                M, name = ilu_or_block_jacobi(A, block_sizes)
+                setup = time.perf_counter() - setup
+                info["setup_seconds"] += setup
+                krylov_start += setup
+                info["preconditioner"] = name
+    if status != 0 or x is None or not np.isfinite(x).all():
+        info["solver"] = f"gmres({restart})+{name}"
+        monitor = _Monitor(info["solver"], A, b, progress)
+        x, status = krylov("gmres", A, b, M, tol, maxiter, restart, monitor)
+        info["iterations"] += monitor.count
+    info["krylov_seconds"] = time.perf_counter() - krylov_start
+    if status != 0 or not np.isfinite(x).all():
+        residual = relative_residual(A, np.nan_to_num(x), b)
+        hints = ["the direct solve (method='direct', --solve direct)"]
+        if name != "amg" and preconditioners.pyamg_module() is None:
+            hints.append("installing pyamg for the amg preconditioner")
+        elif name != "amg":
+            hints.append("preconditioner='amg'")
+        if info["iterations"] >= maxiter:
+            hints.append(f"more than maxiter={maxiter} iterations")
+        raise SolverError(f"iterative solve ({info['solver']}) did not converge in {info['iterations']} iterations: "
+                          f"relative residual {residual:.3e} > tol {tol:g}; try {' or '.join(hints)}")
+    info["residual"] = relative_residual(A, x, b)
+    return x, info
+
+
+__all__ = ["iterative_solve", "krylov", "PROGRESS_SECONDS"]
