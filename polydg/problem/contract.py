@@ -93,6 +93,28 @@ def _wrong_kind(name: str, value: Any) -> str | None:
     return None
 
 
+def _indefinite(M: Any, xp: Any) -> Any:
+    """Which of the symmetric tensors M (n, d, d), entries at most 1 in size, are not positive semi-definite:
+    a principal minor below -1e-10 (d <= 3: all of them, by Sylvester's criterion for semi-definiteness),
+    the lowest eigenvalue below it (d = 4)."""
+    tol = -_SYMMETRY_TOL
+    d = M.shape[1]
+    diagonal = xp.diagonal(M, axis1=1, axis2=2)
+    bad = (diagonal < tol).any(axis=1)
+    if d == 2:
+        return bad | (M[:, 0, 0] * M[:, 1, 1] - M[:, 0, 1] ** 2 < tol)
+    if d == 3:
+        for i, j in ((0, 1), (0, 2), (1, 2)):
+            bad |= M[:, i, i] * M[:, j, j] - M[:, i, j] ** 2 < tol
+        det = (M[:, 0, 0] * (M[:, 1, 1] * M[:, 2, 2] - M[:, 1, 2] ** 2)
+               - M[:, 0, 1] * (M[:, 0, 1] * M[:, 2, 2] - M[:, 1, 2] * M[:, 0, 2])
+               + M[:, 0, 2] * (M[:, 0, 1] * M[:, 1, 2] - M[:, 1, 1] * M[:, 0, 2]))
+        return bad | (det < tol)
+    if d > 3:
+        return bad | (xp.linalg.eigvalsh(M.astype(xp.float64))[:, 0] < tol)
+    return bad
+
+
 # ---------------------------------------------------------------------------
 # the contract
 
@@ -224,13 +246,19 @@ class Problem:
         return x.dtype if x.dtype.kind == "f" else xp.float64
 
     def _call(self, name: str, *args: Any) -> Any:
+        """User code: its NumPy floating-point warnings are not shown (a non-finite value it returns is
+        refused by :meth:`_checked`), its exceptions and ``sys.exit`` become the problem's one-line fault."""
         function = getattr(self, name)
         try:
-            return function(*args)
+            with np.errstate(all="ignore"):
+                return function(*args)
         except ProblemError:
             raise
-        except Exception as exc:  # user code: report it as the problem's fault
+        except (Exception, SystemExit) as exc:  # user code: report it as the problem's fault
             n = args[0].shape[0] if hasattr(args[0], "shape") else "?"
+            if isinstance(exc, SystemExit):
+                raise ProblemError(f"problem {self.name!r}: {name} called sys.exit({exc.code!r}) at {n} points") \
+                    from None
             raise ProblemError(
                 f"problem {self.name!r}: {name} raised {type(exc).__name__} at {n} points: {_one_line(exc)}"
             ) from exc
@@ -249,7 +277,9 @@ class Problem:
         value = value.astype(dtype, copy=False)
         # the sum is one pass with no temporary; only a non-finite sum (a NaN or
         # inf, or finite values overflowing) needs the point-by-point scan
-        if n and not bool(xp.isfinite(value.sum())) and bool((bad := ~xp.isfinite(value)).any()):
+        with np.errstate(all="ignore"):  # the sum of finite values may overflow: only the scan decides
+            total = value.sum() if n else 0.0
+        if n and not bool(xp.isfinite(total)) and bool((bad := ~xp.isfinite(value)).any()):
             per_point = bad.reshape(n, -1).any(axis=1)
             i = int(xp.flatnonzero(per_point)[0])
             kind = "NaN" if bool(xp.isnan(value[i]).any()) else "inf"
@@ -282,26 +312,44 @@ class Problem:
         """A at the points: ``(n, d, d)``, or ``(1, d, d)`` when constant.
 
         A callable may also return ``(n,)``, read as ``a(x) I``.  Values are
-        checked for finiteness, symmetry and a non-negative diagonal.
+        checked for finiteness, symmetry and positive semi-definiteness
+        (:meth:`check_diffusion_values`).
         """
         x, n, d = self._points(x, xp)
         dtype = self._dtype(x, xp)
         if self.is_constant("diffusion"):
             return self._constant("diffusion", d, (d, d), xp, dtype)
         value = xp.asarray(self._call("diffusion", x))
-        if tuple(value.shape) == (n,):
-            value = value[:, None, None] * xp.eye(d, dtype=value.dtype if value.dtype.kind == "f" else dtype)
+        if tuple(value.shape) == (n,):  # a(x) I: a checked first, so that inf * 0 off the diagonal is no NaN
+            a = self._checked("diffusion", value, x, (n,), xp, dtype)
+            value = a[:, None, None] * xp.eye(d, dtype=a.dtype)
         A = self._checked("diffusion", value, x, (n, d, d), xp, dtype)
-        if n:
+        self.check_diffusion_values(A, x, xp)
+        return A
+
+    def check_diffusion_values(self, A: Any, x: Any, xp: Any = np) -> None:
+        """Refuse diffusion values ``A`` (n, d, d) at the points ``x`` that are not symmetric positive
+        semi-definite, as for a constant: one line naming the first such point.
+
+        Symmetry within a relative 1e-10, semi-definiteness at every point: in
+        2D and 3D every principal minor of the tensor scaled to entries of at
+        most 1 must be >= -1e-10 (a few array operations per point, about
+        the cost of the symmetry test), in 4D its lowest eigenvalue
+        (``eigvalsh``, batched).
+        """
+        n = int(A.shape[0])
+        if not n:
+            return
+        with np.errstate(all="ignore"):
             scale = xp.abs(A).reshape(n, -1).max(axis=1)
             asym = xp.abs(A - xp.swapaxes(A, 1, 2)).reshape(n, -1).max(axis=1) > _SYMMETRY_TOL * scale
-            negative = (xp.diagonal(A, axis1=1, axis2=2) < -_SYMMETRY_TOL * scale[:, None]).any(axis=1)
-            for bad, what in ((asym, "not symmetric"), (negative, "not positive semi-definite (negative diagonal)")):
-                if bool(bad.any()):
-                    i = int(xp.flatnonzero(bad)[0])
-                    self._fail("diffusion", f"is {what} at x = {_format_point(_to_numpy(x[i]))}: "
-                                            f"{_to_numpy(A[i]).tolist()}")
-        return A
+            bad, what = asym, "not symmetric"
+            if not bool(asym.any()):
+                bad, what = _indefinite(A / xp.where(scale > 0, scale, 1.0)[:, None, None], xp), \
+                    "not positive semi-definite"
+        if bool(bad.any()):
+            i = int(xp.flatnonzero(bad)[0])
+            self._fail("diffusion", f"is {what} at x = {_format_point(_to_numpy(x[i]))}: {_to_numpy(A[i]).tolist()}")
 
     def advection_at(self, x: Any, xp: Any = np) -> Any:
         """b at the points: ``(n, d)``, or ``(1, d)`` when constant."""
