@@ -481,8 +481,9 @@ RANK = os.environ.get("PMI_RANK")
 
 def source(x):
     if len(x) > 100:  # in the assembly, not in a probe at load time
-        with open(f"{MARK}.{RANK}", "w") as fh:
+        with open(f"{MARK}.{RANK}.tmp", "w") as fh:
             fh.write(str(os.getpid()))
+        os.replace(f"{MARK}.{RANK}.tmp", f"{MARK}.{RANK}")
         if RANK == WHO and WHAT == "exit":
             sys.exit(0)
         if RANK == WHO and WHAT == "sleep":

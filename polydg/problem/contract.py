@@ -31,6 +31,7 @@ some of these attributes (a plain class or instance, a module) into a
 from __future__ import annotations
 
 import inspect
+import itertools
 import types
 from dataclasses import dataclass
 from typing import Any, Callable, Union
@@ -95,24 +96,26 @@ def _wrong_kind(name: str, value: Any) -> str | None:
 
 def _indefinite(M: Any, xp: Any) -> Any:
     """Which of the symmetric tensors M (n, d, d), entries at most 1 in size, are not positive semi-definite:
-    a principal minor below -1e-10 (d <= 3: all of them, by Sylvester's criterion for semi-definiteness),
-    the lowest eigenvalue below it (d = 4)."""
-    tol = -_SYMMETRY_TOL
+    those with a principal minor below -1e-10 (Sylvester's criterion for semi-definiteness: all of them)."""
     d = M.shape[1]
-    diagonal = xp.diagonal(M, axis1=1, axis2=2)
-    bad = (diagonal < tol).any(axis=1)
-    if d == 2:
-        return bad | (M[:, 0, 0] * M[:, 1, 1] - M[:, 0, 1] ** 2 < tol)
-    if d == 3:
-        for i, j in ((0, 1), (0, 2), (1, 2)):
-            bad |= M[:, i, i] * M[:, j, j] - M[:, i, j] ** 2 < tol
-        det = (M[:, 0, 0] * (M[:, 1, 1] * M[:, 2, 2] - M[:, 1, 2] ** 2)
-               - M[:, 0, 1] * (M[:, 0, 1] * M[:, 2, 2] - M[:, 1, 2] * M[:, 0, 2])
-               + M[:, 0, 2] * (M[:, 0, 1] * M[:, 1, 2] - M[:, 1, 1] * M[:, 0, 2]))
-        return bad | (det < tol)
-    if d > 3:
-        return bad | (xp.linalg.eigvalsh(M.astype(xp.float64))[:, 0] < tol)
+    bad = xp.zeros(M.shape[0], dtype=bool)
+    for k in range(1, d + 1):
+        for rows in itertools.combinations(range(d), k):
+            bad |= _minor(M, rows, rows) < -_SYMMETRY_TOL
     return bad
+
+
+def _minor(M: Any, rows: tuple, cols: tuple) -> Any:
+    """det M[:, rows][:, :, cols] for every tensor, by cofactors along the first row (d <= 4: a few
+    array operations, no per-point LAPACK call)."""
+    if len(rows) == 1:
+        return M[:, rows[0], cols[0]]
+    total = 0.0
+    for c, col in enumerate(cols):
+        rest = cols[:c] + cols[c + 1:]
+        term = M[:, rows[0], col] * _minor(M, rows[1:], rest)
+        total = total + term if c % 2 == 0 else total - term
+    return total
 
 
 # ---------------------------------------------------------------------------
@@ -331,11 +334,11 @@ class Problem:
         """Refuse diffusion values ``A`` (n, d, d) at the points ``x`` that are not symmetric positive
         semi-definite, as for a constant: one line naming the first such point.
 
-        Symmetry within a relative 1e-10, semi-definiteness at every point: in
-        2D and 3D every principal minor of the tensor scaled to entries of at
-        most 1 must be >= -1e-10 (a few array operations per point, about
-        the cost of the symmetry test), in 4D its lowest eigenvalue
-        (``eigvalsh``, batched).
+        Symmetry within a relative 1e-10, semi-definiteness at every point:
+        every principal minor of the tensor scaled to entries of at most 1
+        must be >= -1e-10 (array operations over the points, about the cost
+        of the symmetry test in 2D and 3D; a batched ``eigvalsh`` costs
+        several times more).
         """
         n = int(A.shape[0])
         if not n:
