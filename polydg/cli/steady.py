@@ -86,7 +86,6 @@ def solve_and_say(result, method: str, space, say, problem=None, options=None) -
             x, solve_info = solve(result.matrix, result.rhs, method, space=space)
         except (PolyDGError, MemoryError, RuntimeError) as exc:
             failure = exc
-    largest = None
     if failure is None:
         said.replay()
         x = to_host(x)  # a device solution copied to the host once (errors, output)

@@ -102,10 +102,15 @@ class RankWatch:
         self._thread: threading.Thread | None = None
         self._pipe: tuple[int, int] | None = None
         self._old_wakeup = -1
+        self._stderr: int | None = None  # the job's stderr, whoever holds fd 2 when the line is printed
 
     # ------------------------------------------------------------ life
     def start(self) -> RankWatch:
         """Start the thread (from the main thread: it takes over Python's signal wakeup descriptor)."""
+        try:  # the line must reach the terminal even while a solver's output is being captured
+            self._stderr = os.dup(2)
+        except OSError:
+            self._stderr = None
         read, write = os.pipe()
         os.set_blocking(read, False)
         os.set_blocking(write, False)
@@ -133,6 +138,9 @@ class RankWatch:
                 os.close(fd)
             self._pipe = None
         self._sends.clear()  # answers still in flight are dropped with the communicator
+        if self._stderr is not None:
+            os.close(self._stderr)
+            self._stderr = None
         try:
             self.control.Free()
         except Exception:  # already gone with MPI itself
@@ -193,7 +201,11 @@ class RankWatch:
             if self._printed:
                 return False
             self._printed = True
-            print(line, file=sys.stderr, flush=True)
+            sys.stderr.flush()
+            if self._stderr is None:
+                print(line, file=sys.stderr, flush=True)
+            else:
+                os.write(self._stderr, (line + "\n").encode(errors="replace"))
         return True
 
     def finish(self, line: str, code: int) -> NoReturn:
