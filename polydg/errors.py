@@ -41,6 +41,45 @@ class OptionError(PolyDGError, ValueError):
     """An option has an unknown or out-of-range value."""
 
 
+class MemoryLimitError(PolyDGError, MemoryError):
+    """A run would need more memory than there is: refused before allocating it.
+
+    The message gives the estimate, the memory available and what would fit.
+    """
+
+
+class NonFiniteError(PolyDGError, ArithmeticError):
+    """A value that must be finite is not (a coefficient, the assembled matrix or load, a solution).
+
+    The message names the coefficient, or the stage, where it was found.
+    """
+
+
+class Interrupted(KeyboardInterrupt):
+    """The run was asked to stop by a signal (SIGINT, SIGTERM, SIGHUP); ``signum`` names it.
+
+    A :class:`KeyboardInterrupt`, so that code which cleans up after Ctrl-C
+    cleans up after SIGTERM too.  The command line exits with 128 + signum.
+    """
+
+    def __init__(self, signum: int = 2):
+        super().__init__(signum)
+        self.signum = int(signum)
+
+    @property
+    def name(self) -> str:
+        import signal
+
+        try:
+            return signal.Signals(self.signum).name
+        except ValueError:
+            return f"signal {self.signum}"
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
 class PolyDGWarning(UserWarning):
     """Base class of the warnings polydg issues about its input."""
 

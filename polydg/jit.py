@@ -57,14 +57,69 @@ def use_cache_directory(environ: MutableMapping[str, str] = os.environ) -> Path:
     Sets ``NUMBA_CACHE_DIR`` in ``environ`` (so that Numba's reloads of its
     configuration, and child processes such as MPI ranks, keep it) and in
     ``numba.config``, before any polydg kernel is defined.
+
+    A directory that cannot be written (Numba would then fall back, without
+    a word, to ``__pycache__`` beside the sources, keyed by each file alone)
+    is replaced by one under the system's temporary folder, and the first
+    compilation warns about it (a :class:`~polydg.errors.PolyDGWarning`).
     """
+    global CACHE_NOTE
     directory = cache_base(environ) / f"{_PREFIX}{source_hash()}"
+    if not _writable(directory):
+        import tempfile
+
+        fallback = Path(tempfile.gettempdir()) / f"polydg-cache-{os.getuid() if hasattr(os, 'getuid') else 0}" / \
+            directory.name
+        CACHE_NOTE = (f"the kernel cache {directory} cannot be written: compiled kernels are cached in {fallback} "
+                      "instead (set NUMBA_CACHE_DIR to a writable folder)")
+        directory = fallback
+        _warn_at_first_compilation()
     environ["NUMBA_CACHE_DIR"] = str(directory)
     if environ is os.environ:
         import numba
 
         numba.config.CACHE_DIR = str(directory)
     return directory
+
+
+#: why the cache is not where it was asked to be (None: it is)
+CACHE_NOTE: str | None = None
+
+
+def _writable(directory: Path) -> bool:
+    """Whether files can be made in ``directory`` (made if missing)."""
+    import tempfile
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError:
+        return False
+    return True
+
+
+def _warn_at_first_compilation() -> None:
+    """Warn with :data:`CACHE_NOTE` when Numba first compiles a polydg function (where a program that
+    shows polydg's warnings, such as the command line, is already running)."""
+    from numba.core import event
+
+    class Listener(event.Listener):
+        warned = False
+
+        def on_start(self, ev: event.Event) -> None:
+            if not self.warned and CACHE_NOTE and _is_polydg(ev.data.get("dispatcher")):
+                import warnings
+
+                from .errors import PolyDGWarning
+
+                self.warned = True
+                warnings.warn(CACHE_NOTE, PolyDGWarning, stacklevel=2)
+
+        def on_end(self, ev: event.Event) -> None:
+            pass
+
+    event.register("numba:compile", Listener())
 
 
 @contextmanager

@@ -69,8 +69,10 @@ def test_output_directory(tmp_path):
     r = cli("--mesh", "cube:2", "--degree", "1:2", "--seed", "3", "--problem", "paper-3d", "--solve", "iterative",
             "--output", out, "--quiet")
     assert r.returncode == 0, r.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["matrix.npz", "rhs.npy", "solution.npy", "solution.vtu",
-                                                    "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".polydg-output", "matrix.npz", "rhs.npy", "solution.npy",
+                                                    "solution.vtu", "summary.json"]
+    assert json.loads((out / ".polydg-output").read_text())["files"] == ["matrix.npz", "rhs.npy", "solution.npy",
+                                                                         "solution.vtu", "summary.json"]
     summary = json.loads((out / "summary.json").read_text())
     A = sp.load_npz(out / "matrix.npz")
     assert A.shape == (summary["dofs"], summary["dofs"]) and A.nnz == summary["nnz"]
@@ -141,6 +143,12 @@ def test_bad_problem_files(tmp_path, name):
     (["--backend", "cupy"], "cupy"),
     (["--repeat", "0"], "repeat"),
     (["--memory-budget", "-5"], "memory-budget"),
+    (["--memory-budget", "inf"], "memory-budget"),
+    (["--penalty", "inf"], "penalty"),
+    (["--penalty", "nan"], "penalty"),
+    (["--seed", "-1", "--degree", "1:2"], "seed"),
+    (["--timeout", "0"], "timeout"),
+    (["--memory-limit", "lots"], "memory-limit"),
     (["--mesh", "cube:2", "--problem", "paper-2d"], "2D"),
 ])
 def test_bad_options(args, word):

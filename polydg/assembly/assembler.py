@@ -35,6 +35,8 @@ from ..errors import OptionError
 from ..problem import as_problem
 from ..threads import thread_count
 from .coefficients import Coefficients
+from .finite import check_finite_result
+from .memory import check_assembly_memory
 from .passes import PassContext, boundary_face_pass, boundary_modes, interior_face_pass, volume_pass
 from .pattern import compile_pattern_kernels
 from .penalty import compile_penalty_kernels
@@ -122,6 +124,7 @@ def assemble(space, problem, options: AssemblyOptions | None = None, *, matrix: 
         return assemble_sided(space, problem, options, scope=scope, matrix=matrix)
     n_el = mesh.n_elements
     elements = scope.rows(n_el)
+    check_assembly_memory(space, run, elements, matrix)  # a one-line refusal of what cannot fit, before allocating
     if workspace is None:
         workspace = Workspace()  # points and coefficients of one chunk at a time, reused by the next
     timer = Timer()
@@ -178,4 +181,5 @@ def assemble(space, problem, options: AssemblyOptions | None = None, *, matrix: 
         "options": options.as_dict(),
         "timings": dict(tt),
     }
+    check_finite_result(space, problem, run, plan.face_penalty, matrix, rhs, elements)  # finite or refused
     return AssemblyResult(matrix, rhs, plan.face_penalty, info)

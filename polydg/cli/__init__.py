@@ -7,6 +7,8 @@
 * :mod:`~polydg.cli.ranks`: the run on the ranks ``mpiexec`` started;
 * :mod:`~polydg.cli.spacetime`: the space-time run, slab after slab;
 * :mod:`~polydg.cli.outputs`: ``--output DIR``, each rank's rows, the summary, the table;
+* :mod:`~polydg.cli.targets`: where a run writes: checked first, written whole, never stale;
+* :mod:`~polydg.cli.signals`: SIGINT, SIGTERM and SIGHUP end a run cleanly;
 * :mod:`~polydg.cli.main`: :func:`main`, exit codes and one-line errors.
 
 The top of the house: it imports the library, and no library module imports it.

@@ -49,10 +49,19 @@ def check_options(args: argparse.Namespace, say=None) -> RunOptions:
                              ("--quadrature-extra", args.quadrature_extra, 0)):
         if value < low:
             raise OptionError(f"{name} must be >= {low}, got {value}")
-    if not args.memory_budget > 0:
-        raise OptionError(f"--memory-budget must be positive, got {args.memory_budget}")
-    if not args.penalty > 0:
-        raise OptionError(f"--penalty must be positive, got {args.penalty}")
+    for name, value in (("--memory-budget", args.memory_budget), ("--penalty", args.penalty),
+                        ("--timeout", getattr(args, "timeout", None))):
+        if value is not None and not (np.isfinite(value) and value > 0):
+            raise OptionError(f"{name} must be a positive finite number, got {value}")
+    if args.seed < 0:
+        raise OptionError(f"--seed must be >= 0, got {args.seed}")
+    if getattr(args, "memory_limit", None) is not None:
+        import os
+
+        from ..assembly.memory import LIMIT_VARIABLE, parse_size
+
+        parse_size(args.memory_limit, "--memory-limit")
+        os.environ[LIMIT_VARIABLE] = args.memory_limit  # for every assembly of the run (and its ranks)
     assembly = AssemblyOptions(approach=args.approach, precision=args.precision, penalty=args.penalty,
                                penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra,
                                memory_budget_mb=args.memory_budget, backend=resolve_backend(args.backend, say=say),
@@ -67,6 +76,40 @@ def quadrature_simplices(args: argparse.Namespace, problem) -> str:
     from ..problem.data import uses_cell_data
 
     return "fine" if problem.space_time or uses_cell_data(problem) else args.quadrature_simplices
+
+
+def check_memory_early(opts: RunOptions, fine=None) -> None:
+    """Refuse a run whose matrix cannot fit, from the sizes known before the polytopic mesh.
+
+    Without ``fine``: a generator's spec (``cube:40``) gives them exactly,
+    before the mesh is made; with it (a file), its cells or polygons.  Each
+    element has at least the lower degree's dofs and a mesh of n elements
+    at least n - 1 interfaces, so the estimate is a lower bound and its
+    refusal is sure; the assembly checks the exact figure again
+    (:mod:`polydg.assembly.memory`).
+    """
+    from types import SimpleNamespace
+
+    from ..assembly.memory import check_early, early_estimate
+    from ..mesh.generators import is_generator_spec, spec_sizes
+
+    if fine is None:
+        if not is_generator_spec(opts.mesh_spec):
+            return
+        dim, cells, interior = spec_sizes(opts.mesh_spec)
+        elements = cells
+    else:  # a file: its cells (or polygons), at least one interface fewer than elements
+        dim, cells = fine.dim, fine.n_cells
+        elements = cells if fine.cell_element is None else int(fine.cell_element.max(initial=-1)) + 1
+        interior = elements - 1
+    if opts.agglomerate > 0:
+        elements = min(opts.agglomerate, elements)
+        interior = min(interior, elements - 1)
+    interior = max(interior, 0)
+    low, high = opts.degrees
+    estimate = early_estimate(dim, elements, interior, low, high, opts.assembly.precision)
+    check_early(estimate, SimpleNamespace(mesh=SimpleNamespace(dim=dim, n_elements=elements), max_degree=low,
+                                          basis="P"))
 
 
 def build_mesh(fine, opts: RunOptions, seed: int, say, quadrature_simplices: str = "fine"):
@@ -101,9 +144,9 @@ class Progress:
         self.quiet = quiet
         self.start = time.perf_counter()
 
-    def __call__(self, message: str) -> None:
+    def __call__(self, message: str, file=None) -> None:
         if not self.quiet:
-            print(f"[{time.perf_counter() - self.start:7.2f} s] {message}", file=sys.stderr, flush=True)
+            print(f"[{time.perf_counter() - self.start:7.2f} s] {message}", file=file or sys.stderr, flush=True)
 
 
 def chunk_progress(say):
@@ -114,4 +157,4 @@ def chunk_progress(say):
     return progress
 
 
-__all__ = ["Progress", "RunOptions", "build_mesh", "check_options", "chunk_progress"]
+__all__ = ["Progress", "RunOptions", "build_mesh", "check_memory_early", "check_options", "chunk_progress"]

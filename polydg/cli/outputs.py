@@ -1,27 +1,88 @@
-"""What a run writes and prints: ``--output DIR`` (never half-written), each rank's rows (``--no-gather``),
-the summary (``--json``, DIR/summary.json) and the paper-style table."""
+"""What a run writes and prints: ``--output DIR``, each rank's rows (``--no-gather``), the summary
+(``--json``, DIR/summary.json) and the paper-style table.
+
+The *content* is here: :func:`output_files` lists the files of ``--output``
+as ``(name, writer)`` pairs and :func:`planned_names` the names a run will
+write (checked before it starts).  How they are written (whole or not at
+all, never beside an earlier run's files, never over a user's) is
+:mod:`polydg.cli.targets`.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import tempfile
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from .inputs import RunOptions, quadrature_simplices
+from .targets import OutputDirectory, check_directory, check_file, write_file
 
 
-def report(args: argparse.Namespace, opts: RunOptions, say, space, problem, result, timings: dict,
-           solved: tuple | None = None, extra: dict | None = None) -> dict:
-    """Write ``--output`` and ``--json``, print the table; returns the summary.
+def planned_names(args: argparse.Namespace, ranks: int = 1) -> list[str]:
+    """The files ``--output DIR`` will hold after this run (see :func:`output_files`)."""
+    if getattr(args, "no_gather", False):
+        return [f"rows-rank{r}.npz" for r in range(ranks)] + ["summary.json"]
+    # solution.npy whenever the run may solve: --solve, the default run, a march, a nonlinear problem (whose
+    # problem is not read yet when the targets are checked)
+    return ["matrix.npz", "rhs.npy", "solution.npy", "solution.vtu", "summary.json"]
+
+
+def check_targets(args: argparse.Namespace, ranks: int = 1) -> None:
+    """``--output`` and ``--json`` can be written: one-line errors before any mesh is read."""
+    check_directory(args.output, planned_names(args, ranks), "--output")
+    check_file(args.json, "--json")
+
+
+def output_files(space, result, x, summary) -> list[tuple[str, Callable[[Path], None]]]:
+    """The files of ``--output DIR``, as (name, writer(path)) pairs: matrix.npz, rhs.npy,
+    solution.npy (with a solution), solution.vtu, summary.json."""
+    import scipy.sparse as sp
+
+    from ..backend import to_host
+    from ..mesh.output import write_vtu
+    from ..report import write_json
+    from ..solve import element_means
+
+    matrix = result.matrix
+    if not sp.issparse(matrix):  # a cupyx matrix (--backend cupy): copied to the host once, here
+        matrix = matrix.get()
+    cell_data = {"degree": space.degree}
+    files = [("matrix.npz", lambda path: sp.save_npz(path, matrix)),
+             ("rhs.npy", lambda path: np.save(path, to_host(result.rhs)))]
+    if x is not None:
+        files.append(("solution.npy", lambda path: np.save(path, x)))
+        cell_data["solution_mean"] = element_means(space, x)
+    files += [("solution.vtu", lambda path: write_vtu(path, space.mesh, cell_data)),
+              ("summary.json", lambda path: write_json(path, summary))]
+    return files
+
+
+def write_output(directory: Path, space, result, x, summary) -> None:
+    """Write :func:`output_files` into ``directory``, replacing its previous set whole."""
+    OutputDirectory(directory).write(output_files(space, result, x, summary))
+
+
+def rank_rows_writer(result) -> Callable[[Path], None]:
+    """The writer of ``rows-rank<R>.npz``: the rank's rows in the rank numbering (data, indices, indptr,
+    shape, row_range, dofs = the single-process number of each row, rhs)."""
+    def write(path: Path) -> None:
+        m = result.matrix
+        with open(path, "wb") as fh:
+            np.savez(fh, data=m.data, indices=m.indices, indptr=m.indptr, shape=np.array(m.shape),
+                     row_range=np.array(result.row_range), dofs=result.dofs, rhs=result.rhs)
+    return write
+
+
+def summarise(args: argparse.Namespace, opts: RunOptions, space, problem, result, timings: dict,
+              solved: tuple | None = None, extra: dict | None = None) -> dict:
+    """The run's summary (summary.json, ``--json``).
 
     ``solved`` = (x, solve_info, errors) when the run solved; ``extra`` adds keys to the summary
     (the ranks' run: ``ranks``, ``timings_per_rank``, ...).
     """
-    from ..report import format_table, summary_dict, write_json
+    from ..report import summary_dict
 
     x, solve_info, errs = solved or (None, None, None)
     if solve_info is not None:
@@ -32,72 +93,31 @@ def report(args: argparse.Namespace, opts: RunOptions, say, space, problem, resu
     summary = summary_dict(mesh=space.mesh, space=space, result=result, options=options, timings=timings,
                            errors=errs, solve_info=solve_info, ranks=(extra or {}).get("ranks", 1))
     summary.update(extra or {})
+    return summary
+
+
+def write_summary_and_output(args: argparse.Namespace, say, space, result, x, summary: dict) -> None:
+    """``--output`` (the whole set) and ``--json``."""
+    from ..report import write_json
+
     if args.output:
         write_output(Path(args.output), space, result, x, summary)
         say(f"wrote {args.output}")
     if args.json:
-        write_json(args.json, summary)
+        write_file(args.json, lambda path: write_json(path, summary))
+
+
+def report(args: argparse.Namespace, opts: RunOptions, say, space, problem, result, timings: dict,
+           solved: tuple | None = None, extra: dict | None = None) -> dict:
+    """Write ``--output`` and ``--json``, print the table; returns the summary (see :func:`summarise`)."""
+    from ..report import format_table
+
+    summary = summarise(args, opts, space, problem, result, timings, solved, extra)
+    write_summary_and_output(args, say, space, result, (solved or (None,))[0], summary)
     if not args.quiet:
         print(format_table(summary))
     return summary
 
 
-def write_output(directory: Path, space, result, x, summary) -> None:
-    """Write every output file into a temporary folder, then move them in: never half-written."""
-    import scipy.sparse as sp
-
-    from ..backend import to_host
-    from ..mesh.output import write_vtu
-    from ..report import write_json
-    from ..solve import element_means
-
-    directory = directory.resolve()
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
-    try:
-        matrix = result.matrix
-        if not sp.issparse(matrix):  # a cupyx matrix (--backend cupy): copied to the host once, here
-            matrix = matrix.get()
-        sp.save_npz(tmp / "matrix.npz", matrix)
-        np.save(tmp / "rhs.npy", to_host(result.rhs))
-        cell_data = {"degree": space.degree}
-        if x is not None:
-            np.save(tmp / "solution.npy", x)
-            cell_data["solution_mean"] = element_means(space, x)
-        write_vtu(tmp / "solution.vtu", space.mesh, cell_data)
-        write_json(tmp / "summary.json", summary)
-        directory.mkdir(exist_ok=True)
-        for f in tmp.iterdir():
-            os.replace(f, directory / f.name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def write_rank_rows(directory: Path, result, comm) -> None:
-    """Each rank writes ``rows-rank<R>.npz`` (its rows in the rank numbering: data, indices, indptr,
-    shape, row_range, dofs = the single-process number of each row, rhs).
-
-    Written under a temporary name and renamed only when every rank has
-    written its file: a failure leaves no partial set behind.
-    """
-    from ..distributed.comm import collective_phase
-
-    directory = directory.resolve()
-    if comm.Get_rank() == 0:
-        directory.mkdir(parents=True, exist_ok=True)
-    comm.Barrier()
-    final = directory / f"rows-rank{comm.Get_rank()}.npz"
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{final.name}-", suffix=".npz")
-    os.close(fd)
-    try:
-        with collective_phase(comm):
-            m = result.matrix
-            np.savez(tmp, data=m.data, indices=m.indices, indptr=m.indptr, shape=np.array(m.shape),
-                     row_range=np.array(result.row_range), dofs=result.dofs, rhs=result.rhs)
-        os.replace(tmp, final)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-__all__ = ["report", "write_output", "write_rank_rows"]
+__all__ = ["check_targets", "output_files", "planned_names", "rank_rows_writer", "report", "summarise",
+           "write_output", "write_summary_and_output"]

@@ -27,10 +27,12 @@ problems: paper-2d, paper-3d, poisson, advection, change-of-type, neumann,
   space-time (with --time-slabs N [--final-time T]): paper-2d1, paper-3d1;
   nonlinear (Newton by default): quasilinear, cubic, bratu; space-time fisher-kpp.
 output (--output DIR): matrix.npz (scipy.sparse.save_npz), rhs.npy, solution.npy (with --solve),
-  solution.vtu (element id, degree, element means of the solution), summary.json.
+  solution.vtu (element id, degree, element means of the solution), summary.json; the set replaces
+  the previous run's whole (listed in DIR/.polydg-output), files polydg did not write are left alone.
 MPI: mpiexec -n N python -m polydg.assemble ... assembles on N ranks (one thread each unless
   NUMBA_NUM_THREADS / OMP_NUM_THREADS is set); rank 0 reads, partitions, gathers and writes.
-exit codes: 0 success, 2 bad input (one line on stderr), 1 internal error.
+exit codes: 0 success, 2 bad input (one line on stderr), 130 interrupted (143 SIGTERM),
+  1 otherwise (an internal error, out of memory, a --timeout).
 """
 
 
@@ -77,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{DEFAULT_QUADRATURE_SIMPLICES}; 3D meshes keep their tetrahedra)")
     a.add_argument("--memory-budget", type=float, default=1024.0, metavar="MB",
                    help="working memory of one chunk of quadrature points (default 1024)")
+    a.add_argument("--memory-limit", metavar="SIZE",
+                   help="the memory the run may use, e.g. 4G or 512M: a run estimated to need more is refused "
+                        "before it allocates (default: the memory available, or $POLYDG_MEMORY_LIMIT)")
     a.add_argument("--repeat", type=int, default=1, metavar="N", help="report the median of N assemblies")
     t = p.add_argument_group("space-time (DESIGN.md section 6)")
     t.add_argument("--time-slabs", type=int, metavar="N",
@@ -104,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="on several ranks: each rank writes its rows to DIR/rows-rank<R>.npz instead of rank 0 "
                         "gathering the matrix (no --solve)")
     o.add_argument("--json", metavar="PATH", help="write the summary as JSON")
+    o.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="on several ranks: end them all when one keeps the others waiting longer than SECONDS "
+                        "at one synchronisation point (default: no limit)")
     o.add_argument("--quiet", action="store_true", help="print nothing but errors")
     o.add_argument("--debug", action="store_true", help="show tracebacks")
     return p

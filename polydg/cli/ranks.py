@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from pathlib import Path
 
 import numpy as np
 
 from ..distributed.comm import collective_phase
 from ..errors import OptionError
 from ..jit import announce_compilation
-from .inputs import build_mesh, check_options, chunk_progress, quadrature_simplices
-from .outputs import report, write_rank_rows
+from .inputs import build_mesh, check_memory_early, check_options, chunk_progress, quadrature_simplices
+from .outputs import check_targets, planned_names, rank_rows_writer, summarise, write_summary_and_output
 from .spacetime import check_space_time_options, run_space_time
 from .steady import solve_and_say
 
@@ -37,14 +36,20 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     root = rank == 0
     quiet = (lambda message: None)
     tell = say if root else quiet
+    with collective_phase(comm):  # before any work: where rank 0 will write
+        if root:
+            check_targets(args, size)
     opts = check_options(args, tell)  # the same options on every rank: the same error everywhere, printed once
     if args.no_gather and opts.method:
         raise OptionError("--solve needs the whole matrix on rank 0; drop --no-gather")
     if args.no_gather and not args.output:
         raise OptionError("--no-gather writes each rank's rows into --output DIR; give --output")
     space, dim = None, None
+    gathers = bool(opts.method or (args.output and not args.no_gather))  # rank 0 will hold the whole matrix
     with collective_phase(comm):
         if root:
+            if gathers:
+                check_memory_early(opts)
             fine = load_mesh(opts.mesh_spec)
             dim = fine.dim
     dim = comm.bcast(dim, root=0)
@@ -59,6 +64,8 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
             raise OptionError("--no-gather is for steady problems; a space-time march solves every slab on rank 0")
         if problem.nonlinear and args.no_gather:
             raise OptionError("--no-gather is for linear problems; a nonlinear one is solved on rank 0")
+        if root and gathers:
+            check_memory_early(opts, fine)
     if problem.space_time:
         return _march_on_ranks(args, opts, comm, problem, fine if root else None, say)
     with announce_compilation(tell, f"{dim}D assembly kernels"):
@@ -85,13 +92,9 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
                     f"{result.info['timings_max']['total_assembly']:.3f} s (slowest rank)"
                     + (f" (run {r + 1}/{args.repeat})" if args.repeat > 1 else ""))
         del workspace
-    need_whole = bool(opts.method or (args.output and not args.no_gather))
     gathered = None
-    if args.no_gather:
-        write_rank_rows(Path(args.output), result, comm)
-        tell(f"each rank wrote its rows into {args.output}")
     with collective_phase(comm):
-        if need_whole:
+        if gathers:
             gathered = result.gather()
         elif root:  # the summary's sizes and options, without the matrix
             from ..assembly import AssemblyResult
@@ -103,28 +106,64 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
         x, solve_info = None, None
         with collective_phase(comm):  # a failed solve must not leave the ranks waiting for x
             if root:
-                x, solve_info = solve_and_say(gathered, opts.method, space, say)
+                x, solve_info = solve_and_say(gathered, opts.method, space, say, problem, opts.assembly)
         errs = result.errors(problem, x) if problem.exact is not None else None
         solved = (x, solve_info, errs)
-    if not root:
-        return None
-    if args.no_gather:  # the matrix stays with the ranks: the summary goes beside their files
-        args = argparse.Namespace(**{**vars(args), "output": None, "json": args.json or str(Path(args.output) /
-                                                                                             "summary.json")})
-    timings = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
-    for key in ("partition", "distribute"):  # done once, by the first run
-        timings[key] = runs[0][key]
-    info = result.info
-    extra = {
-        "ranks": size,
-        "timings_per_rank": info["timings_per_rank"],
-        "balance": info["balance"],
-        "per_rank": info["per_rank"],
-        "threads_per_rank": _threads(),
-    }
-    if gathered.info.get("gather_seconds") is not None:
-        say(f"gathered the matrix on rank 0 in {gathered.info['gather_seconds']:.3f} s")
-    return report(args, opts, say, space, problem, gathered, timings, solved, extra)
+    summary = None
+    if root:
+        timings = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
+        for key in ("partition", "distribute"):  # done once, by the first run
+            timings[key] = runs[0][key]
+        info = result.info
+        extra = {
+            "ranks": size,
+            "timings_per_rank": info["timings_per_rank"],
+            "balance": info["balance"],
+            "per_rank": info["per_rank"],
+            "threads_per_rank": _threads(),
+        }
+        if gathered.info.get("gather_seconds") is not None:
+            say(f"gathered the matrix on rank 0 in {gathered.info['gather_seconds']:.3f} s")
+        summary = summarise(args, opts, space, problem, gathered, timings, solved, extra)
+    if args.no_gather:
+        _write_rank_rows(args, comm, result, summary, tell)
+    else:  # rank 0 writes, the others wait: a failure or an interrupt on any rank ends them all, cleaned up
+        with collective_phase(comm):
+            if root:
+                write_summary_and_output(args, say, space, gathered, (solved or (None,))[0], summary)
+    if root and not args.quiet:
+        from ..report import format_table
+
+        print(format_table(summary))
+    return summary
+
+
+def _write_rank_rows(args, comm, result, summary: dict | None, tell) -> None:
+    """``--no-gather``: each rank writes ``rows-rank<R>.npz`` into rank 0's staging folder inside DIR,
+    rank 0 adds summary.json and publishes the set (see :mod:`polydg.cli.targets`)."""
+    from ..report import write_json
+    from .targets import OutputDirectory, write_file
+
+    root = comm.Get_rank() == 0
+    target, staging = (OutputDirectory(args.output), None) if root else (None, None)
+    try:
+        with collective_phase(comm):
+            if root:
+                staging = target.stage()
+        staging = comm.bcast(staging, root=0)
+        with collective_phase(comm):
+            rank_rows_writer(result)(staging / f"rows-rank{comm.Get_rank()}.npz")
+        with collective_phase(comm):
+            if root:
+                write_json(staging / "summary.json", summary)
+                target.publish(staging, planned_names(args, comm.Get_size()))
+                if args.json:
+                    write_file(args.json, lambda path: write_json(path, summary))
+    except BaseException:
+        if root:
+            target.discard(staging)
+        raise
+    tell(f"each rank wrote its rows into {args.output}")
 
 
 def _march_on_ranks(args, opts, comm, problem, fine, say) -> dict | None:

@@ -24,7 +24,7 @@ from ..errors import OptionError, ProblemError
 from ..mesh.quadrature_simplices import DEFAULT_QUADRATURE_SIMPLICES
 from ..problem import Problem
 from .inputs import RunOptions
-from .outputs import write_output
+from .outputs import write_summary_and_output
 
 #: the final time when --final-time is not given
 DEFAULT_FINAL_TIME = 1.0
@@ -83,9 +83,7 @@ def run_space_time(args: argparse.Namespace, opts: RunOptions, problem: Problem,
     ``--output`` gets the last slab's mesh, matrix, load (without the bottom
     term) and solution.
     """
-    from pathlib import Path
-
-    from ..report import format_table, summary_dict, write_json
+    from ..report import format_table, summary_dict
     from ..spacetime.march import march
     from ..spacetime.slab import random_local_steps
     from .nonlinear import nonlinear_options
@@ -121,11 +119,7 @@ def run_space_time(args: argparse.Namespace, opts: RunOptions, problem: Problem,
     if assembler is not None:  # each slab's timings per rank; the table's are the slowest rank's
         summary.update(timings_per_rank=assembler.rank_timings[-1], rank_timings_per_slab=assembler.rank_timings,
                        balance=result.assembly.info["balance"])
-    if args.output:
-        write_output(Path(args.output), result.space, result.assembly, result.solution, summary)
-        say(f"wrote {args.output}")
-    if args.json:
-        write_json(args.json, summary)
+    write_summary_and_output(args, say, result.space, result.assembly, result.solution, summary)
     if not args.quiet:
         print(format_table(summary))
         loads = assembled.count("load")

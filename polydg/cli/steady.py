@@ -6,18 +6,20 @@ A space-time problem goes to :mod:`polydg.cli.spacetime` from here, after the me
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 
 import numpy as np
 
 from ..jit import announce_compilation
-from .inputs import Progress, build_mesh, check_options, chunk_progress, quadrature_simplices
-from .outputs import report
+from .inputs import Progress, build_mesh, check_memory_early, check_options, chunk_progress, quadrature_simplices
+from .outputs import check_targets, report
 from .spacetime import check_space_time_options, run_space_time
 
 
 def run(args: argparse.Namespace) -> dict:
     """Run the command line's job in this process; returns the summary."""
+    check_targets(args)  # before any work: where the run writes
     from ..assembly import Workspace, assemble
     from ..mesh import load_mesh
     from ..problem import load_problem, with_coefficients
@@ -25,10 +27,12 @@ def run(args: argparse.Namespace) -> dict:
 
     say = Progress(args.quiet)
     opts = check_options(args, say)
+    check_memory_early(opts)  # a generator's sizes, before it generates
     fine = load_mesh(opts.mesh_spec)
     problem = load_problem(args.problem, fine.dim)  # before the first progress line: bad input is one line
     problem = with_coefficients(problem, args.coefficient, fine)
     check_space_time_options(args, problem)
+    check_memory_early(opts, fine)
     say(f"mesh {opts.mesh_spec}: {fine}")
     kernels = f"{fine.dim + 1}D space-time assembly kernels" if problem.space_time else f"{fine.dim}D assembly kernels"
     # numba reports every compilation; the first one of polydg's kernels prints a line, and the total its time
@@ -57,22 +61,67 @@ def run(args: argparse.Namespace) -> dict:
         if opts.method:
             from ..solve import errors
 
-            x, solve_info = solve_and_say(result, opts.method, space, say)
+            x, solve_info = solve_and_say(result, opts.method, space, say, problem, opts.assembly)
             errs = errors(space, problem, x, penalty_values=result.face_penalty) if problem.exact is not None else None
             solved = (x, solve_info, errs)
         return report(args, opts, say, space, problem, result, timings, solved)
 
 
-def solve_and_say(result, method: str, space, say) -> tuple[np.ndarray, dict]:
-    """Solve the assembled system (on the device for a device matrix) and say how; x on the host."""
+def solve_and_say(result, method: str, space, say, problem=None, options=None) -> tuple[np.ndarray, dict]:
+    """Solve the assembled system (on the device for a device matrix) and say how; x on the host.
+
+    A direct solve whose factors cannot fit is refused first; what the
+    solver prints itself (SuperLU's out-of-memory line) becomes part of its
+    one-line error; a solution or residual that is not finite is refused,
+    naming the coefficient (of ``problem``) or the penalty (of ``options``) whose size overflows.
+    """
+    import scipy.sparse as sp
+
+    from ..assembly.finite import HUGE, likely_cause
+    from ..assembly.memory import check_direct_solve
     from ..backend import to_host
+    from ..errors import NonFiniteError, PolyDGError, capture_output
     from ..solve import solve
 
-    x, solve_info = solve(result.matrix, result.rhs, method, space=space, progress=say)
-    where = " on the device" if solve_info.get("device") else ""
-    say(f"solved{where} ({solve_info.get('solver')}) in {solve_info['seconds']:.3f} s, "
-        f"residual {solve_info.get('residual', float('nan')):.2e}")
-    return to_host(x), solve_info  # a device solution copied to the host once (errors, output)
+    if method == "direct" and sp.issparse(result.matrix):
+        check_direct_solve(result.matrix, space.mesh.dim)
+    failure = None
+    with os.fdopen(os.dup(2), "w", buffering=1) as terminal:  # the solve's progress, live, past the capture
+        progress = (lambda line: say(line, file=terminal)) if isinstance(say, Progress) else say
+        with capture_output() as said, np.errstate(all="ignore"):
+            try:
+                x, solve_info = solve(result.matrix, result.rhs, method, space=space, progress=progress)
+            except (PolyDGError, MemoryError, RuntimeError) as exc:
+                failure = exc
+    if failure is None:
+        said.replay()
+        x = to_host(x)  # a device solution copied to the host once (errors, output)
+        if np.isfinite(x).all() and np.isfinite(solve_info.get("residual", 0.0)):
+            where = " on the device" if solve_info.get("device") else ""
+            say(f"solved{where} ({solve_info.get('solver')}) in {solve_info['seconds']:.3f} s, "
+                f"residual {solve_info.get('residual', 0.0):.2e}")
+            return x, solve_info
+        what = "solution" if not np.isfinite(x).all() else "residual"
+        failure = NonFiniteError(f"the solve ({solve_info.get('solver')}) gave a non-finite {what}")
+    with np.errstate(all="ignore"):
+        largest = max(float(np.abs(to_host(result.matrix.data)).max(initial=0.0)),
+                      float(np.abs(to_host(result.rhs)).max(initial=0.0)))
+    printed = f" ({said.summary()})" if said.summary() else ""
+    cause = ""
+    if largest > HUGE or isinstance(failure, NonFiniteError):  # finite data whose products may overflow
+        if problem is not None and options is not None:
+            cause = likely_cause(space, problem, options, result.face_penalty)
+        if not cause.startswith("the values overflow") and largest > HUGE:
+            cause = (f"the matrix and load reach {largest:.3g}, too large for double precision's products and sums "
+                     "(lower --penalty or scale the coefficients)")
+    if cause.startswith("the values overflow") or largest > HUGE:
+        raise NonFiniteError(f"{failure}{printed}: {cause}") from failure
+    if printed:
+        try:
+            raise type(failure)(f"{failure}{printed}") from failure
+        except TypeError:  # an exception that takes other arguments: as it is
+            pass
+    raise failure
 
 
 __all__ = ["run", "solve_and_say"]

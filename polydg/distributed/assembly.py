@@ -131,7 +131,7 @@ class DistributedAssembly:
         except ImportError:
             raise OptionError("to_petsc() needs petsc4py (pip install petsc4py)") from None
         n_local, n = self.matrix.shape[0], self.info["dofs"]
-        comm = self.comm
+        comm = getattr(self.comm, "unwrapped", self.comm)  # a watched communicator: PETSc wants MPI's own
         A = PETSc.Mat().createAIJ(size=((n_local, n), (n_local, n)),
                                   csr=(self.matrix.indptr, self.matrix.indices, self.matrix.data), comm=comm)
         A.assemble()

@@ -2,11 +2,14 @@
 
 A rank that fails must not leave the others waiting in a collective.  Every
 phase of a distributed run ends with :func:`check_collectively`: the ranks
-exchange a flag and the first error's message, and if any rank failed every
-rank raises :class:`RankFailure` (the same message everywhere, so that rank 0
-alone prints it).  What cannot be exchanged (a rank killed, a rank stuck)
-is left to ``mpiexec``, which ends the job when one rank dies, and to
-:func:`abort`.
+exchange a flag and the first failure's description, and if any rank failed
+every rank raises :class:`RankFailure` (the same message and exit code
+everywhere, so that rank 0 alone prints it).  A KeyboardInterrupt or a
+SystemExit inside a phase is exchanged like an error.  What cannot be
+exchanged (a failure outside a phase, a signal that arrives while the rank
+waits inside MPI, a rank killed or stopped) is left to the ranks' watch
+(:mod:`polydg.distributed.watch`), to ``mpiexec``, which ends the job when
+one rank dies, and to :func:`abort`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..errors import OptionError, PolyDGError
+from ..errors import Interrupted, OptionError, PolyDGError
 
 #: environment variables through which launchers give the number of ranks: MPICH/Hydra and srun --mpi=pmi2
 #: (PMI_SIZE), Open MPI, PMIx, and srun's job steps (SLURM_STEP_NUM_TASKS, set inside srun only, not in the
@@ -91,17 +94,54 @@ def one_thread_per_rank() -> int:
     return numba.get_num_threads()
 
 
+#: what a failure was, for the exit code and the wording of its one line
+KINDS = ("input", "memory", "interrupt", "timeout", "internal")
+
+
+def describe(error: BaseException) -> tuple[str, int, str]:
+    """(kind, exit code, one-line text) of a failure: bad input 2, an interrupt 128 + signal, else 1.
+
+    >>> describe(OptionError("--degree -1"))
+    ('input', 2, '--degree -1')
+    >>> describe(ValueError("bad"))
+    ('internal', 1, 'ValueError: bad')
+    """
+    from ..errors import one_line
+
+    if isinstance(error, RankFailure):
+        return error.kind, error.code, str(error)
+    if isinstance(error, KeyboardInterrupt):
+        signal = error if isinstance(error, Interrupted) else Interrupted(2)
+        return "interrupt", signal.exit_code, signal.name
+    if isinstance(error, PolyDGError):  # a MemoryLimitError too: a refusal before allocating, bad input
+        return "input", 2, one_line(error)
+    if isinstance(error, MemoryError):
+        return "memory", 1, "out of memory" + (f" ({one_line(error)})" if str(error) else "")
+    if isinstance(error, SystemExit):
+        return "internal", 1, f"SystemExit({error.code!r}) raised"
+    text = one_line(error)
+    return "internal", 1, f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
 class RankFailure(PolyDGError):
     """A rank failed; raised on every rank with the first failing rank's message.
 
-    ``input_error`` is True when the cause was bad input (a
-    :class:`~polydg.errors.PolyDGError`), so that the command line exits with 2.
+    ``kind`` is one of :data:`KINDS` and ``code`` the exit code of the
+    command line: 2 when the cause was bad input (a
+    :class:`~polydg.errors.PolyDGError`), 128 + signal for an interrupt, 1
+    otherwise; ``input_error`` is ``kind == "input"``.
     """
 
-    def __init__(self, message: str, rank: int, input_error: bool):
+    def __init__(self, message: str, rank: int, input_error: bool = False, *, kind: str | None = None,
+                 code: int | None = None):
         super().__init__(message)
         self.rank = rank
-        self.input_error = input_error
+        self.kind = kind if kind is not None else ("input" if input_error else "internal")
+        self.code = code if code is not None else (2 if self.kind == "input" else 1)
+
+    @property
+    def input_error(self) -> bool:
+        return self.kind == "input"
 
 
 def check_collectively(comm, error: BaseException | None) -> None:
@@ -110,29 +150,23 @@ def check_collectively(comm, error: BaseException | None) -> None:
         if error is not None:
             raise error
         return
-    mine = None
-    if error is not None:
-        if isinstance(error, RankFailure):
-            mine = (str(error), error.input_error)
-        else:
-            text = str(error) or type(error).__name__
-            if not isinstance(error, PolyDGError):
-                text = f"{type(error).__name__}: {text}"
-            mine = (text, isinstance(error, PolyDGError))
+    mine = describe(error) if error is not None else None
     reports = comm.allgather(mine)
     for rank, report in enumerate(reports):
         if report is not None:
-            message, input_error = report
-            if comm.Get_size() > 1 and not message.startswith("rank "):
+            kind, code, message = report
+            if not message.startswith("rank "):
                 message = f"rank {rank}: {message}"
-            raise RankFailure(message, rank, input_error) from error
+            raise RankFailure(message, rank, kind=kind, code=code) from error
 
 
 class collective_phase:
     """``with collective_phase(comm): ...``: the block's error, on any rank, raises on every rank.
 
     On success the ranks also meet once (one small allgather), so a phase is
-    a synchronisation point; keep phases coarse.
+    a synchronisation point; keep phases coarse.  A KeyboardInterrupt or
+    SystemExit in the block is exchanged too (every rank raises a
+    :class:`RankFailure` of kind "interrupt" or "internal").
     """
 
     def __init__(self, comm):
@@ -142,15 +176,27 @@ class collective_phase:
         return self
 
     def __exit__(self, kind, error, tb):
-        if error is not None and not isinstance(error, Exception):
-            return False  # KeyboardInterrupt, SystemExit: not ours to exchange
+        if error is not None and not isinstance(error, (Exception, KeyboardInterrupt, SystemExit)):
+            return False  # GeneratorExit and the like: not a failure
         check_collectively(self.comm, error)
         return False
 
 
 def abort(comm, code: int, message: str | None = None) -> None:
-    """Print ``message`` and end every rank now (MPI_Abort): for failures outside a collective phase."""
+    """Print ``message`` and end every rank now (MPI_Abort with ``code``, which ``mpiexec`` returns).
+
+    For failures outside a collective phase.  MPI's own "application called
+    MPI_Abort" line is not shown: ``message`` is the job's one line.
+    """
     if message:
         print(message, file=sys.stderr, flush=True)
-    sys.stderr.flush()
-    comm.Abort(code)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    try:  # MPI prints its own line on the process's stderr: send that one nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    except OSError:
+        pass
+    getattr(comm, "unwrapped", comm).Abort(code)

@@ -20,7 +20,7 @@ import numpy as np
 from ..assembly.options import AssemblyOptions
 from ..assembly.scope import AssemblyScope
 from .assembly import assemble_distributed
-from .comm import RankFailure
+from .comm import RankFailure, describe
 
 _ASSEMBLE, _DONE, _FAILED = "assemble", "done", "failed"
 
@@ -51,7 +51,7 @@ class SlabAssembler:
         if error is None:
             self.comm.bcast((_DONE, None, None), root=0)
         elif not isinstance(error, RankFailure):  # a RankFailure is known to every rank already
-            self.comm.bcast((_FAILED, str(error) or type(error).__name__, None), root=0)
+            self.comm.bcast((_FAILED, describe(error), None), root=0)
 
 
 def _assemble_slab(comm, problem, dim: int, interval, options: AssemblyOptions, matrix: bool, space=None,
@@ -70,7 +70,8 @@ def follow_march(comm, problem, dim: int) -> None:
         command, interval, request = comm.bcast(None, root=0)
         if command == _DONE:
             return
-        if command == _FAILED:
-            raise RankFailure(f"rank 0: {interval}", 0, False)
+        if command == _FAILED:  # rank 0's failure: (kind, exit code, text)
+            kind, code, text = interval
+            raise RankFailure(f"rank 0: {text}", 0, kind=kind, code=code)
         options, matrix = request
         _assemble_slab(comm, problem, dim, interval, options, matrix)

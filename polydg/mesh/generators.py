@@ -178,6 +178,18 @@ def from_spec(spec: str) -> SimplexMesh:
     return mesh
 
 
+def spec_sizes(spec: str) -> tuple[int, int, int]:
+    """(dimension, cells, interior facets) of the mesh ``spec`` would generate, without generating it.
+
+    >>> spec_sizes("square:4"), spec_sizes("cube:2")
+    ((2, 32, 40), (3, 48, 72))
+    """
+    name, n, _ = parse_spec(spec)
+    if name == "cube":  # 6 n^3 tetrahedra; 4 facets each, 12 n^2 of them on the boundary
+        return 3, 6 * n**3, (24 * n**3 - 12 * n**2) // 2
+    return 2, 2 * n**2, (6 * n**2 - 4 * n) // 2  # 2 n^2 triangles; 3 facets each, 4 n on the boundary
+
+
 def is_generator_spec(spec: str) -> bool:
     """True when ``spec`` names a built-in generator rather than a file."""
     return spec.split(":")[0] in GENERATORS

@@ -175,7 +175,10 @@ def read_vtk_polydata(path: str | os.PathLike, *, merge_tol: float = MERGE_TOL) 
             raise MeshError(f"{where}: truncated POLYGONS: polygon {int(offsets[1])} runs past the "
                             f"{n_second} values announced")
     z = pts[:, 2]
-    if np.isfinite(z).all() and np.abs(z).max(initial=0.0) > 0:
+    if not np.isfinite(z).all():
+        i = int(np.flatnonzero(~np.isfinite(z))[0])
+        raise MeshError(f"{where}: point {i} has a non-finite z coordinate ({z[i]})")
+    if np.abs(z).max(initial=0.0) > 0:
         raise MeshError(f"{where}: polygon meshes must lie in the plane z = 0 (max |z| = {np.abs(z).max():.3e})")
     return polygon_mesh(pts[:, :2], offsets, conn, source=str(path), merge_tol=merge_tol)
 
@@ -371,7 +374,10 @@ def _from_meshio(mesh: Any, where: str, source: str, merge_tol: float) -> Simple
         return SimplexMesh(points, cells, facets, tags, source=source, cell_data=_cell_data(mesh, ["tetra"]))
     if points.shape[1] == 3:
         z = points[:, 2]
-        if np.isfinite(z).all() and np.abs(z).max(initial=0.0) > 0:
+        if not np.isfinite(z).all():
+            i = int(np.flatnonzero(~np.isfinite(z))[0])
+            raise MeshError(f"{where}: point {i} has a non-finite z coordinate ({z[i]})")
+        if np.abs(z).max(initial=0.0) > 0:
             raise MeshError(f"{where}: 2D cells with non-zero z coordinates are not supported")
         points = points[:, :2]
     polygon_types = {t for t in types if t.startswith("polygon") or t == "quad"}

@@ -49,6 +49,7 @@ one.
 from __future__ import annotations
 
 import inspect
+import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
@@ -157,6 +158,30 @@ def _wrong_kind(name: str, value: Any) -> str | None:
     if not np.isfinite(array).all():
         return f"constant {array.tolist()} is not finite"
     return None
+
+
+def _indefinite(M: Any, xp: Any) -> Any:
+    """Which of the symmetric tensors M (n, d, d), entries at most 1 in size, are not positive semi-definite:
+    those with a principal minor below -1e-10 (Sylvester's criterion for semi-definiteness: all of them)."""
+    d = M.shape[1]
+    bad = xp.zeros(M.shape[0], dtype=bool)
+    for k in range(1, d + 1):
+        for rows in itertools.combinations(range(d), k):
+            bad |= _minor(M, rows, rows) < -_SYMMETRY_TOL
+    return bad
+
+
+def _minor(M: Any, rows: tuple, cols: tuple) -> Any:
+    """det M[:, rows][:, :, cols] for every tensor, by cofactors along the first row (d <= 4: a few
+    array operations, no per-point LAPACK call)."""
+    if len(rows) == 1:
+        return M[:, rows[0], cols[0]]
+    total = 0.0
+    for c, col in enumerate(cols):
+        rest = cols[:c] + cols[c + 1:]
+        term = M[:, rows[0], col] * _minor(M, rows[1:], rest)
+        total = total + term if c % 2 == 0 else total - term
+    return total
 
 
 # ---------------------------------------------------------------------------
@@ -312,7 +337,10 @@ class Problem:
         return x.dtype if x.dtype.kind == "f" else xp.float64
 
     def _call(self, name: str, *args: Any, **iterate: Any) -> Any:
-        """``name``'s callable at ``args``, with the iterate's arrays among ``iterate`` that it names."""
+        """``name``'s callable at ``args``, with the iterate's arrays among ``iterate`` that it names.
+
+        User code: its NumPy floating-point warnings are not shown (a non-finite value it returns is
+        refused by :meth:`_checked`), its exceptions and ``sys.exit`` become the problem's one-line fault."""
         function = getattr(self, name)
         wanted = iterate_arguments(function) if name in ITERATE_COEFFICIENTS + DERIVATIVES else ()
         missing = [a for a in wanted if iterate.get(a) is None]
@@ -328,11 +356,15 @@ class Problem:
                     "point's element and cell, not at bare points")
             wanted = wanted + (LOCATION_ARGUMENT,)
         try:
-            return function(*args, **{a: iterate[a] for a in wanted})
+            with np.errstate(all="ignore"):
+                return function(*args, **{a: iterate[a] for a in wanted})
         except ProblemError:
             raise
-        except Exception as exc:  # user code: report it as the problem's fault
+        except (Exception, SystemExit) as exc:  # user code: report it as the problem's fault
             n = args[0].shape[0] if hasattr(args[0], "shape") else "?"
+            if isinstance(exc, SystemExit):
+                raise ProblemError(f"problem {self.name!r}: {name} called sys.exit({exc.code!r}) at {n} points") \
+                    from None
             raise ProblemError(
                 f"problem {self.name!r}: {name} raised {type(exc).__name__} at {n} points: {_one_line(exc)}"
             ) from exc
@@ -351,7 +383,9 @@ class Problem:
         value = value.astype(dtype, copy=False)
         # the sum is one pass with no temporary; only a non-finite sum (a NaN or
         # inf, or finite values overflowing) needs the point-by-point scan
-        if n and not bool(xp.isfinite(value.sum())) and bool((bad := ~xp.isfinite(value)).any()):
+        with np.errstate(all="ignore"):  # the sum of finite values may overflow: only the scan decides
+            total = value.sum() if n else 0.0
+        if n and not bool(xp.isfinite(total)) and bool((bad := ~xp.isfinite(value)).any()):
             per_point = bad.reshape(n, -1).any(axis=1)
             i = int(xp.flatnonzero(per_point)[0])
             kind = "NaN" if bool(xp.isnan(value[i]).any()) else "inf"
@@ -384,34 +418,46 @@ class Problem:
         """A at the points: ``(n, d, d)``, or ``(1, d, d)`` when constant.
 
         A callable may also return ``(n,)``, read as ``a(x) I``.  Values are
-        checked for finiteness, symmetry and a non-negative diagonal.  ``u``
-        (n,) and ``grad_u`` (n, d) are the iterate at the points, ``where``
-        their :class:`~polydg.problem.data.PointLocation`, for a diffusion
-        that names them.
+        checked for finiteness, symmetry and positive semi-definiteness
+        (:meth:`check_diffusion_values`).  ``u`` (n,) and ``grad_u`` (n, d) are the
+        iterate at the points, ``where`` their :class:`~polydg.problem.data.PointLocation`,
+        for a diffusion that names them.
         """
         x, n, d = self._points(x, xp)
         dtype = self._dtype(x, xp)
         if self.is_constant("diffusion"):
             return self._constant("diffusion", d, (d, d), xp, dtype)
         value = xp.asarray(self._call("diffusion", x, u=u, grad_u=grad_u, where=where))
-        if tuple(value.shape) == (n,):
-            value = value[:, None, None] * xp.eye(d, dtype=value.dtype if value.dtype.kind == "f" else dtype)
+        if tuple(value.shape) == (n,):  # a(x) I: a checked first, so that inf * 0 off the diagonal is no NaN
+            a = self._checked("diffusion", value, x, (n,), xp, dtype)
+            value = a[:, None, None] * xp.eye(d, dtype=a.dtype)
         A = self._checked("diffusion", value, x, (n, d, d), xp, dtype)
         self.check_diffusion_values(A, x, xp)
         return A
 
     def check_diffusion_values(self, A: Any, x: Any, xp: Any = np) -> None:
-        """Raise when A (n, d, d) at the points x is not symmetric or has a negative diagonal entry."""
+        """Refuse diffusion values ``A`` (n, d, d) at the points ``x`` that are not symmetric positive
+        semi-definite, as for a constant: one line naming the first such point.
+
+        Symmetry within a relative 1e-10, semi-definiteness at every point:
+        every principal minor of the tensor scaled to entries of at most 1
+        must be >= -1e-10 (array operations over the points, about the cost
+        of the symmetry test in 2D and 3D; a batched ``eigvalsh`` costs
+        several times more).
+        """
         n = int(A.shape[0])
-        if n:
+        if not n:
+            return
+        with np.errstate(all="ignore"):
             scale = xp.abs(A).reshape(n, -1).max(axis=1)
             asym = xp.abs(A - xp.swapaxes(A, 1, 2)).reshape(n, -1).max(axis=1) > _SYMMETRY_TOL * scale
-            negative = (xp.diagonal(A, axis1=1, axis2=2) < -_SYMMETRY_TOL * scale[:, None]).any(axis=1)
-            for bad, what in ((asym, "not symmetric"), (negative, "not positive semi-definite (negative diagonal)")):
-                if bool(bad.any()):
-                    i = int(xp.flatnonzero(bad)[0])
-                    self._fail("diffusion", f"is {what} at x = {_format_point(_to_numpy(x[i]))}: "
-                                            f"{_to_numpy(A[i]).tolist()}")
+            bad, what = asym, "not symmetric"
+            if not bool(asym.any()):
+                bad, what = _indefinite(A / xp.where(scale > 0, scale, 1.0)[:, None, None], xp), \
+                    "not positive semi-definite"
+        if bool(bad.any()):
+            i = int(xp.flatnonzero(bad)[0])
+            self._fail("diffusion", f"is {what} at x = {_format_point(_to_numpy(x[i]))}: {_to_numpy(A[i]).tolist()}")
 
     def advection_at(self, x: Any, xp: Any = np) -> Any:
         """b at the points: ``(n, d)``, or ``(1, d)`` when constant."""

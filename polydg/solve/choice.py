@@ -100,15 +100,11 @@ def estimate(n: int, nnz: int, symmetric: bool, space: Any = None, block_sizes: 
 
 
 def free_memory_bytes() -> int | None:
-    """The memory available to a new allocation (Linux's MemAvailable), or None when unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+    """The memory this process may still allocate (:func:`polydg.assembly.memory.available_memory`: the
+    available memory, the cgroup's and ``ulimit -v``'s limits, or POLYDG_MEMORY_LIMIT), None when unknown."""
+    from ..assembly.memory import available_memory
+
+    return available_memory()[0]
 
 
 def direct_fits(n: int, nnz: int, symmetric: bool, space: Any = None, block_sizes: Any = None,
