@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .content import compilation_summary, mesh_writer, run_pictures, solution_sample, with_compilation
 from .inputs import RunOptions, quadrature_simplices
 
 
@@ -26,14 +27,20 @@ def report(args: argparse.Namespace, opts: RunOptions, say, space, problem, resu
     x, solve_info, errs = solved or (None, None, None)
     if solve_info is not None:
         timings["solve"] = solve_info["seconds"]
+    sample = solution_sample(args, space, x)  # evaluated before the compile figure is taken
     options = {"mesh": opts.mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget,
                "repeat": args.repeat,
                "quadrature_simplices": quadrature_simplices(args, problem) if space.mesh.dim == 2 else "fine"}
-    summary = summary_dict(mesh=space.mesh, space=space, result=result, options=options, timings=timings,
-                           errors=errs, solve_info=solve_info, ranks=(extra or {}).get("ranks", 1))
+    summary = summary_dict(mesh=space.mesh, space=space, result=result, options=options,
+                           timings=with_compilation(timings), errors=errs, solve_info=solve_info,
+                           ranks=(extra or {}).get("ranks", 1))
     summary.update(extra or {})
+    summary.update(compilation_summary())
     if args.output:
-        write_output(Path(args.output), space, result, x, summary)
+        files = [("solution.vtu", sample.write_vtu) if sample is not None else ("mesh.vtu", mesh_writer(space))]
+        if getattr(args, "plot", False):
+            files += run_pictures(space.mesh, sample, summary, solve_info)
+        write_output(Path(args.output), space, result, x, summary, files)
         say(f"wrote {args.output}")
     if args.json:
         write_json(args.json, summary)
@@ -42,14 +49,16 @@ def report(args: argparse.Namespace, opts: RunOptions, say, space, problem, resu
     return summary
 
 
-def write_output(directory: Path, space, result, x, summary) -> None:
-    """Write every output file into a temporary folder, then move them in: never half-written."""
+def write_output(directory: Path, space, result, x, summary, files: list = ()) -> None:
+    """Write every output file into a temporary folder, then move them in: never half-written.
+
+    ``files``: the run's other files as (name, writer), each writer called with its path in the folder
+    (the solution on the sub-simplices, a slab series, pictures).
+    """
     import scipy.sparse as sp
 
     from ..backend import to_host
-    from ..mesh.output import write_vtu
     from ..report import write_json
-    from ..solve import element_means
 
     directory = directory.resolve()
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -60,11 +69,10 @@ def write_output(directory: Path, space, result, x, summary) -> None:
             matrix = matrix.get()
         sp.save_npz(tmp / "matrix.npz", matrix)
         np.save(tmp / "rhs.npy", to_host(result.rhs))
-        cell_data = {"degree": space.degree}
         if x is not None:
             np.save(tmp / "solution.npy", x)
-            cell_data["solution_mean"] = element_means(space, x)
-        write_vtu(tmp / "solution.vtu", space.mesh, cell_data)
+        for name, write in files:
+            write(tmp / name)
         write_json(tmp / "summary.json", summary)
         directory.mkdir(exist_ok=True)
         for f in tmp.iterdir():
