@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from ..backend import quiet_openmp_workers
-from ..errors import OptionError, PolyDGError, PolyDGWarning, one_line
+from ..errors import CompilationWarning, OptionError, PolyDGError, PolyDGWarning, one_line
 from .parser import build_parser
 
 
@@ -53,16 +53,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = show_warning
+            warnings.filterwarnings("ignore", category=CompilationWarning)  # the progress lines say it
             if any(a in ("-h", "--help") for a in argv):
                 build_parser().print_help()
                 return 0
             from ..distributed.comm import launched_ranks
 
             if launched_ranks() > 1:  # started by mpiexec with several ranks
-                from ..distributed.comm import one_thread_per_rank, world
+                from ..distributed.comm import share_the_cores, world
 
                 comm = world()
-                one_thread_per_rank()
+                share_the_cores(comm)
+            else:
+                from ..threads import use_environment_threads
+
+                use_environment_threads()
             args = build_parser().parse_args(argv)
             quiet = args.quiet
             if comm is not None and comm.Get_size() > 1:
