@@ -37,6 +37,14 @@ class ProblemError(PolyDGError, ValueError):
     """A problem definition does not load or a coefficient misbehaves."""
 
 
+class DimensionError(ProblemError):
+    """A problem posed in ``problem_dim`` dimensions met a mesh of ``mesh_dim``."""
+
+    def __init__(self, message: str, problem_dim: int, mesh_dim: int):
+        super().__init__(message)
+        self.problem_dim, self.mesh_dim = problem_dim, mesh_dim
+
+
 class OptionError(PolyDGError, ValueError):
     """An option has an unknown or out-of-range value."""
 
@@ -81,7 +89,13 @@ class Interrupted(KeyboardInterrupt):
 
 
 class PolyDGWarning(UserWarning):
-    """Base class of the warnings polydg issues about its input."""
+    """Base class of the warnings polydg issues (about its input, and that it compiles)."""
+
+
+class CompilationWarning(PolyDGWarning):
+    """polydg is compiling its kernels (the Python API's first use in a process, once; the command line
+    says so on its progress lines instead).  Silence it with
+    ``warnings.filterwarnings("ignore", category=polydg.errors.CompilationWarning)``."""
 
 
 class MeshWarning(PolyDGWarning):

@@ -11,13 +11,27 @@ compiles afresh, into a new directory, and nothing stale can be loaded.
 The directory is ``<base>/polydg-<hash>``, ``<base>`` being
 ``$NUMBA_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/polydg`` (by default
 ``~/.cache/polydg``).  Old directories can be deleted at any time.
+
+How long compiling took, and saying so: a listener of Numba's compile
+events sums the seconds of every compilation of a polydg function (not the
+loads from the cache), by part of the package (:data:`PARTS`).  The
+assembly's timer moves the compilations inside its stages to ``jit``
+(:func:`compiled_within`); the command line's :func:`compile_watch` says
+when the first one starts and, once, how long all of them took, the figure
+of its table.  The Python API warns once per process, on the first
+compilation, with a :class:`~polydg.errors.CompilationWarning`; silence it
+with ``warnings.filterwarnings("ignore", category=polydg.errors.CompilationWarning)``.
 """
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import os
+import threading
 import time
+import warnings
+from collections import deque
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -120,6 +134,185 @@ def _warn_at_first_compilation() -> None:
             pass
 
     event.register("numba:compile", Listener())
+#: the parts of polydg named in the compile figure, by module prefix (the first that matches)
+PARTS = (("polydg.spacetime", "space-time"), ("polydg.assembly", "assembly"), ("polydg.problem", "problem"),
+         ("polydg.mesh", "mesh"), ("polydg.partition", "mesh"), ("polydg.basis", "evaluation"),
+         ("polydg.solve", "evaluation"), ("polydg.nonlinear", "nonlinear"), ("polydg.distributed", "ranks"),
+         ("polydg", "other"))
+
+
+def part_of(module: str) -> str:
+    """The part of polydg a module belongs to (:data:`PARTS`).
+
+    >>> part_of("polydg.assembly.kernels"), part_of("polydg.basis")
+    ('assembly', 'evaluation')
+    """
+    for prefix, part in PARTS:
+        if module == prefix or module.startswith(prefix + "."):
+            return part
+    return "other"
+
+
+class _Clock:
+    """The compilations of polydg's functions in this process: total seconds, per part, and the last intervals."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.parts: dict[str, float] = {}
+        self.intervals: deque[tuple[float, float]] = deque(maxlen=4096)
+        self.warned = False
+        self.lock = threading.Lock()
+        self.local = threading.local()  # per thread: the stack of compilations under way
+
+
+_CLOCK = _Clock()
+
+#: the command line's watch of this run (see :func:`compile_watch`), None in the Python API
+_WATCH: contextvars.ContextVar[CompileWatch | None] = contextvars.ContextVar("polydg_compile_watch", default=None)
+_WATCHES: list[CompileWatch] = []
+
+
+def compiled_seconds() -> float:
+    """Seconds spent so far in this process compiling polydg's functions (not loading them from the cache)."""
+    return _CLOCK.seconds
+
+
+def compiled_within(start: float, end: float) -> float:
+    """Seconds of polydg's compilations inside the wall-clock interval [start, end] (``time.perf_counter``)."""
+    total = 0.0
+    with _CLOCK.lock:  # recorded in the order they ended: the recent ones are at the end
+        for a, b in reversed(_CLOCK.intervals):
+            if b <= start:
+                break
+            total += max(0.0, min(b, end) - max(a, start))
+    return total
+
+
+class _Listener:
+    """Numba's "numba:compile" events: the outermost compilation of a polydg function is timed."""
+
+    def on_start(self, ev) -> None:
+        local = _CLOCK.local
+        stack = getattr(local, "stack", None)
+        if stack is None:
+            stack = local.stack = []
+        counted = not any(stack) and _is_polydg(ev.data.get("dispatcher"))
+        stack.append(counted)
+        if counted:
+            local.start = time.perf_counter()
+            local.part = part_of(getattr(getattr(ev.data.get("dispatcher"), "py_func", None), "__module__", "") or "")
+            _first_compilation()
+
+    def on_end(self, ev) -> None:
+        local = _CLOCK.local
+        stack = getattr(local, "stack", None)
+        if not stack or not stack.pop():
+            return
+        end = time.perf_counter()
+        with _CLOCK.lock:
+            _CLOCK.seconds += end - local.start
+            _CLOCK.parts[local.part] = _CLOCK.parts.get(local.part, 0.0) + end - local.start
+            _CLOCK.intervals.append((local.start, end))
+
+
+def _first_compilation() -> None:
+    """Tell the watches (the command line), or warn once (the Python API)."""
+    watches = list(_WATCHES)
+    for watch in watches:
+        watch._started()
+    if watches or _CLOCK.warned:
+        return
+    _CLOCK.warned = True
+    try:
+        from .errors import CompilationWarning
+
+        warnings.warn("polydg is compiling its kernels with Numba: a first run takes about half a minute per "
+                      f"dimension; they are cached in {os.environ.get('NUMBA_CACHE_DIR', 'the cache')} for later "
+                      "runs", CompilationWarning, stacklevel=2)
+    except Exception:  # a filter that turns warnings into errors must not break a compilation
+        pass
+
+
+def listen_to_compilations() -> None:
+    """Register the listener of Numba's compile events (once; polydg's import does it)."""
+    from numba.core import event
+
+    if getattr(listen_to_compilations, "done", False):
+        return
+
+    class Listener(_Listener, event.Listener):
+        pass
+
+    event.register("numba:compile", Listener())
+    listen_to_compilations.done = True
+
+
+class CompileWatch:
+    """polydg's compilations from its creation on: ``say`` hears when the first starts and, from
+    :meth:`finish`, how long they all took (the figure the command line's table shows).
+
+    ``what`` names them in the lines (e.g. "the 2D kernels, approach 1"); it may be set later, once known.
+    """
+
+    def __init__(self, say: Callable[[str], None] | None = None, what: str = "polydg's kernels"):
+        self.say, self.what = say, what
+        self._seconds, self._parts = _CLOCK.seconds, dict(_CLOCK.parts)
+        self._said_start = False
+        self.finished: float | None = None
+
+    def _started(self) -> None:
+        if not self._said_start and self.finished is None and self.say is not None:
+            self._said_start = True
+            self.say(f"compiling {self.what} (first run only, cached for later runs)")
+
+    @property
+    def seconds(self) -> float:
+        """Seconds compiled since the watch began (frozen by :meth:`finish`)."""
+        return self.finished if self.finished is not None else _CLOCK.seconds - self._seconds
+
+    def parts(self) -> dict[str, float]:
+        """Seconds per part of polydg (:data:`PARTS`), largest first."""
+        got = {k: v - self._parts.get(k, 0.0) for k, v in _CLOCK.parts.items()}
+        return dict(sorted(((k, v) for k, v in got.items() if v > 0), key=lambda kv: -kv[1]))
+
+    def summary(self) -> dict:
+        """``{"seconds", "what", "parts"}`` for summary.json."""
+        return {"seconds": float(self.seconds), "what": self.what,
+                "parts": {k: float(v) for k, v in self.parts().items()}}
+
+    def line(self) -> str:
+        """The one line that says what compiled and how long it took."""
+        parts = ", ".join(f"{k} {v:.2f} s" for k, v in self.parts().items())
+        return f"compiled {self.what} in {self.seconds:.2f} s ({parts}); cached for later runs"
+
+    def finish(self) -> float:
+        """Freeze the figure and say it (once, when anything compiled); returns the seconds."""
+        if self.finished is None:
+            self.finished = _CLOCK.seconds - self._seconds
+            if self.finished > 0 and self.say is not None:
+                self.say(self.line())
+        return self.finished
+
+
+@contextmanager
+def compile_watch(say: Callable[[str], None] | None = None, what: str = "polydg's kernels") -> Iterator[CompileWatch]:
+    """A :class:`CompileWatch` for the run inside the block (the command line's): its figure is
+    :func:`current_watch`'s, it says its line at the end (unless :meth:`CompileWatch.finish` said it
+    before), and no :class:`~polydg.errors.CompilationWarning` is raised meanwhile."""
+    watch = CompileWatch(say, what)
+    token = _WATCH.set(watch)
+    _WATCHES.append(watch)
+    try:
+        yield watch
+    finally:
+        _WATCHES.remove(watch)
+        _WATCH.reset(token)
+        watch.finish()
+
+
+def current_watch() -> CompileWatch | None:
+    """The :func:`compile_watch` of the run in progress, if any."""
+    return _WATCH.get()
 
 
 @contextmanager
@@ -129,27 +322,8 @@ def announce_compilation(say: Callable[[str], None], what: str) -> Iterator[None
     ``what`` names the kernels in the message, e.g. "2D assembly kernels".
     Loading from the cache says nothing.
     """
-    from numba.core import event
-
-    started: list[float] = []
-
-    class Listener(event.Listener):
-        def on_start(self, ev: event.Event) -> None:
-            if not started and _is_polydg(ev.data.get("dispatcher")):
-                started.append(time.perf_counter())
-                say(f"compiling the {what} (first run only, cached for later runs)")
-
-        def on_end(self, ev: event.Event) -> None:
-            pass
-
-    listener = Listener()
-    event.register("numba:compile", listener)
-    try:
+    with compile_watch(say, f"the {what}"):
         yield
-    finally:
-        event.unregister("numba:compile", listener)
-        if started:
-            say(f"compiled the {what} in {time.perf_counter() - started[0]:.1f} s")
 
 
 def _is_polydg(dispatcher) -> bool:

@@ -42,6 +42,8 @@ def summary_dict(*, mesh, space, result, options: dict, timings: dict, errors: d
 
     import polydg
 
+    from .threads import thread_count
+
     stats = mesh.statistics()
     t = {key: float(timings.get(key, 0.0)) for _, key in TABLE_ROWS + DETAIL_ROWS}
     out = {
@@ -59,6 +61,7 @@ def summary_dict(*, mesh, space, result, options: dict, timings: dict, errors: d
         "device": result.info.get("device", "cpu"),
         "approach": result.info["approach"],
         "ranks": ranks,
+        "threads": thread_count(),  # per process (per rank)
         "timings": t,
         "jit_seconds": float(timings.get("jit", 0.0)),
         "mesh": options.get("mesh"),
@@ -91,7 +94,8 @@ def format_table(summary: dict) -> str:
         f"{summary['interfaces']:,} interfaces, {summary['boundary_faces']:,} boundary faces",
         f"problem {summary.get('problem')}: degree {summary['degree']['min']}..{summary['degree']['max']}, "
         f"{dofs:,} dofs, nnz {summary['nnz']:,}, {summary['precision']} precision, approach "
-        f"{summary['approach']}, backend {summary['backend']}, ranks {summary['ranks']}",
+        f"{summary['approach']}, backend {summary['backend']}, ranks {summary['ranks']}, "
+        f"threads {summary.get('threads', 1)}{' per rank' if summary['ranks'] > 1 else ''}",
         "",
         f"{'':22}{'seconds':>12}{'s / Mdof':>12}",
     ]

@@ -207,6 +207,70 @@ def test_sparsity_pattern_matches_the_matrix_graph_and_checks_interface_order():
         sparsity_pattern(shuffled, space.dof_offsets)
 
 
+@pytest.mark.parametrize("spec, n_agg, ranks", [("square:16", 40, 3), ("cube:4", 60, 2)])
+def test_a_ranks_pattern_holds_only_its_rows(spec, n_agg, ranks):
+    """Each rank's pattern (rank numbering, as the distributed assembly builds it) has the arrays of its own
+    rows and of its sub-mesh (owned elements and their halo), never of the whole mesh, and its rows are the
+    one-process rows with the columns renumbered, in increasing order."""
+    from polydg.assembly.pattern import sparsity_pattern
+    from polydg.distributed.parts import rank_parts
+    from polydg.partition.ranks import rank_partition
+
+    mesh = agglomerate(from_spec(spec), n_agg)
+    space = DGSpace(mesh, np.random.default_rng(3).integers(1, 4, mesh.n_elements))
+    whole = sparsity_pattern(mesh, space.dof_offsets)
+    ranked = rank_partition(space, ranks)
+    rows_seen = nnz_seen = 0
+    for part in rank_parts(space, ranked):
+        local = part.space()
+        sub = part.submesh
+        pat = sparsity_pattern(sub.mesh, local.dof_offsets, sub.owned,
+                               (part.rank_dof_offsets, part.rank_dof_offsets, part.n_dofs))
+        n_local = len(sub.owned) + len(sub.halo)
+        assert n_local == sub.mesh.n_elements < mesh.n_elements  # a share of the elements, and the halo
+        rows = int(local.element_dofs[sub.owned].sum())
+        assert pat.n_rows == rows == part.row_range[1] - part.row_range[0]
+        assert pat.indptr.shape == (rows + 1,)
+        owned = sub.elements[sub.owned]  # their one-process rows
+        one_rows = np.concatenate([np.arange(space.dof_offsets[e], space.dof_offsets[e + 1]) for e in owned])
+        widths = np.diff(whole.indptr)[one_rows]
+        assert pat.nnz == pat.indices.size == widths.sum()
+        for name in ("row_base", "row_start", "row_width", "element_dofs", "diag_entry"):
+            assert getattr(pat, name).shape == (n_local,), name
+        assert pat.adj_offsets.shape == (n_local + 1,) and pat.adj_col.size == pat.block_start.size
+        assert pat.adj_col.size == n_local + 2 * sub.mesh.n_interfaces < whole.adj_col.size
+        # the same rows, the columns renumbered rank by rank (PETSc's layout) and increasing in every row
+        to_rank = np.empty(space.n_dofs, dtype=np.int64)  # elements rank by rank, each rank's in mesh order
+        to_rank[np.concatenate([np.arange(space.dof_offsets[e], space.dof_offsets[e + 1])
+                                for e in np.argsort(ranked, kind="stable")])] = np.arange(space.n_dofs)
+        for r, one in enumerate(one_rows):
+            got = pat.indices[pat.indptr[r]:pat.indptr[r + 1]]
+            assert np.all(np.diff(got) > 0)
+            assert np.array_equal(got, np.sort(to_rank[whole.indices[whole.indptr[one]:whole.indptr[one + 1]]]))
+        rows_seen += rows
+        nnz_seen += pat.nnz
+    assert rows_seen == whole.n_rows and nnz_seen == whole.nnz
+
+
+def test_blocks_ordered_by_label_are_those_of_a_sort_of_all_entries():
+    from polydg.assembly.pattern import _blocks_by_label
+
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 30, size=200)
+    adj_offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    adj_col = rng.integers(0, 300, size=adj_offsets[-1]).astype(np.int64)
+    dofs = rng.integers(1, 11, size=300).astype(np.int64)
+    for label in (rng.permutation(300).astype(np.int64), rng.integers(0, 40, 300).astype(np.int64)):  # ties too
+        row = np.repeat(np.arange(len(lengths)), lengths)
+        order = np.lexsort((label[adj_col], row))  # stable: ties keep their adjacency order
+        width = dofs[adj_col[order]]
+        start = np.cumsum(width) - width
+        start -= np.repeat(start[adj_offsets[:-1]], lengths)
+        expected = np.empty_like(start)
+        expected[order] = start
+        assert np.array_equal(_blocks_by_label(adj_offsets, adj_col, dofs, label), expected)
+
+
 @pytest.mark.parametrize("spec, n_agg, subset", [("square:12", 40, False), ("cube:5", 60, False), ("cube:5", 60, True)])
 def test_chunk_interfaces_are_the_interfaces_with_a_side_in_the_chunk(spec, n_agg, subset):
     """The interior pass's per-chunk interfaces (O(chunk), from the adjacency) are those of the mask over every

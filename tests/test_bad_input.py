@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import polydg.mesh.readers as readers
-from polydg.errors import MeshError, MeshWarning
+from polydg.errors import CompilationWarning, MeshError, MeshWarning
 from polydg.mesh import build_polytopic_mesh, from_spec, read_mesh
 
 FUZZ = settings(max_examples=50, deadline=None, derandomize=True, database=None,
@@ -153,8 +153,9 @@ def reads_or_fails_on_one_line(path: Path, capfd) -> None:
             assert message.isprintable() and path.name in message, message
     out, err = capfd.readouterr()
     assert out == "" and err == "", f"printed by a reader: {out + err!r}"
-    for w in caught:
-        assert issubclass(w.category, MeshWarning) and str(w.message).isprintable(), f"warning: {w.message}"
+    for w in caught:  # (polydg's one note that it compiles, if this is the process's first compilation)
+        if not issubclass(w.category, CompilationWarning):
+            assert issubclass(w.category, MeshWarning) and str(w.message).isprintable(), f"warning: {w.message}"
 
 
 @pytest.fixture(scope="module")

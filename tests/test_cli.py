@@ -185,3 +185,79 @@ def test_bad_mesh_files_from_the_command_line(tmp_path, name):
     assert "Traceback" not in r.stderr
     line = r.stderr.strip().splitlines()[-1]
     assert line.startswith("polydg.assemble: error:") and name in line and word in line, line
+
+
+# ---------------------------------------------------------------------------
+# threads, words, hints and the compile figure (issue #30)
+
+
+def test_the_thread_count_follows_omp_num_threads_and_is_reported(tmp_path):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("NUMBA_NUM_THREADS", None)
+    path = tmp_path / "run.json"
+    r = subprocess.run([sys.executable, "-m", "polydg.assemble", "--mesh", "square:4", "--json", str(path)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(path.read_text())["threads"] == 1
+    assert "ranks 1, threads 1" in r.stdout
+    assert "\x1b[" not in r.stderr  # not a terminal: plain lines, no bars
+
+
+def test_help_is_plain_text_with_every_option_explained(capsys):
+    from polydg.assemble import main
+    from polydg.cli.parser import build_parser
+
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    assert "``" not in text and ":mod:" not in text and ":func:" not in text
+    assert "DESIGN" not in text  # nothing outside the repository
+    for action in build_parser()._actions:
+        assert action.help, f"{action.option_strings} has no help"
+    assert "--precision" in text and "float32" in text and "--plot" in text and "s / Mdof" in text
+
+
+@pytest.mark.parametrize("args, hint", [
+    (["--problem", "papr-2d"], "did you mean 'paper-2d'"),
+    (["--problem", "poison"], "did you mean 'poisson'"),
+    (["--problem", "paper-3d"], "give a 3D mesh, e.g. --mesh cube:N"),
+    (["--mesh", "cube:2", "--problem", "paper-2d"], "give a 2D mesh, e.g. --mesh square:N"),
+    (["--problem", "paper-2d", "--time-slabs", "4"], "its space-time form: --problem paper-2d1"),
+    (["--problem", "paper", "--time-slabs", "4"], "its space-time form: --problem paper-2d1"),
+    (["--problem", "paper-2d1"], "is a space-time problem: give --time-slabs N"),
+])
+def test_a_wrong_problem_gets_a_hint(capsys, args, hint):
+    from polydg.assemble import main
+
+    assert main(args + ["--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("polydg.assemble: error:") and hint in err[0], err
+
+
+COMPILING_PROBLEM = '''
+from polydg.problem import builtin_problem
+import dataclasses
+
+# a function of a polydg module, compiled when the assembly first calls it (a fresh one per process)
+namespace = {"__name__": "polydg._compile_probe"}
+exec("from numba import njit\\n@njit\\ndef source(x):\\n    return x * 0.0 + 1.0\\n", namespace)
+
+problem = dataclasses.replace(builtin_problem("poisson", 2), name="compiling",
+                              source=lambda x: namespace["source"](x[:, 0]))
+'''
+
+
+def test_one_compile_figure_on_stderr_in_the_table_and_the_summary(tmp_path):
+    (tmp_path / "compiling.py").write_text(COMPILING_PROBLEM)
+    path = tmp_path / "run.json"
+    r = cli("--mesh", "square:4", "--problem", f"{tmp_path / 'compiling.py'}:problem", "--json", path)
+    assert r.returncode == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if "] compiled " in line]
+    assert len(said) == 1, r.stderr
+    figure = float(said[0].split(" in ")[1].split(" s ")[0])
+    table = float(r.stdout.split("(JIT, apart)")[1].split()[0])
+    summary = json.loads(path.read_text())
+    assert figure > 0 and round(table, 2) == figure == round(summary["jit_seconds"], 2)
+    assert summary["jit"]["seconds"] == summary["jit_seconds"] and "other" in summary["jit"]["parts"]
+    assert summary["jit"]["what"] == "the 2D kernels" and "compiled the 2D kernels in" in said[0]
+    assert any("compiling the 2D kernels (first run only" in line for line in r.stderr.splitlines())
+    assert "CompilationWarning" not in r.stderr  # the Python API's warning: not on the command line

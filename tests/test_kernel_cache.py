@@ -108,3 +108,57 @@ def test_compilation_is_announced_and_cache_loads_are_not():
         assert namespace["f"](2) == 4  # compiled once: one message pair
     assert said[0] == "compiling the test kernels (first run only, cached for later runs)"
     assert len(said) == 2 and said[1].startswith("compiled the test kernels in ")
+
+
+def _probe(name: str):
+    """A fresh function of a polydg module (so that compiling it counts), compiled on its first call."""
+    namespace = {"__name__": f"polydg._probe_{name}"}
+    exec(compile("from numba import njit\n\n@njit\ndef f(x):\n    return x + 2\n", "<probe>", "exec"), namespace)
+    return namespace["f"]
+
+
+def test_compilation_inside_a_timed_stage_is_moved_to_jit():
+    import time
+
+    from polydg.assembly.timing import Timer
+
+    f = _probe("timer")
+    timer = Timer()
+    before = jit.compiled_seconds()
+    start = time.perf_counter()
+    assert f(1) == 3
+    timer.add("indices", start)
+    compiled = jit.compiled_seconds() - before
+    assert compiled > 0
+    assert abs(timer.t["jit"] - compiled) <= 1e-9  # the stage's compilation is jit's
+    assert 0 <= timer.t["indices"] < compiled  # and not the stage's
+    timer.add("values", time.perf_counter())  # nothing compiled since: nothing moved
+    assert abs(timer.t["jit"] - compiled) <= 1e-9
+
+
+def test_the_python_api_warns_once_that_it_compiles_and_the_command_line_does_not(monkeypatch):
+    import warnings
+
+    from polydg.errors import CompilationWarning
+
+    monkeypatch.setattr(jit._CLOCK, "warned", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _probe("warn1")(1)
+        _probe("warn2")(1)
+    said = [w for w in caught if issubclass(w.category, CompilationWarning)]
+    assert len(said) == 1 and "compiling its kernels" in str(said[0].message)
+    monkeypatch.setattr(jit._CLOCK, "warned", False)
+    said = []
+    with warnings.catch_warnings(record=True) as caught, jit.compile_watch(said.append, "the probes") as watch:
+        warnings.simplefilter("always")
+        _probe("warn3")(1)
+        assert watch.finish() > 0 and watch.finish() == watch.seconds  # frozen once said
+    assert not [w for w in caught if issubclass(w.category, CompilationWarning)]
+    assert said[0] == "compiling the probes (first run only, cached for later runs)"
+    assert said[1] == watch.line() and said[1].startswith(f"compiled the probes in {watch.seconds:.2f} s (other ")
+    assert len(said) == 2  # the block's end says nothing more
+    monkeypatch.setattr(jit._CLOCK, "warned", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning turned into an error does not break the compilation
+        assert _probe("warn4")(1) == 3

@@ -177,6 +177,7 @@ def test_command_line_on_two_ranks_writes_the_one_process_files(tmp_path):
     for key, value in s1["errors"].items():
         assert abs(s2["errors"][key] - value) <= 1e-12 * value
     assert len(s2["timings_per_rank"]) == 2 and s2["balance"]["nnz"] >= 1.0
+    assert s1["threads"] == s2["threads"] == s2["threads_per_rank"] == 1  # OMP_NUM_THREADS=1, one process or ranks
     for key in ("element_kernel", "interior_kernel", "total_assembly"):
         assert s2["timings"][key] == max(t[key] for t in s2["timings_per_rank"])
 

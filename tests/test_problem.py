@@ -354,3 +354,36 @@ def test_paper_source_kernel_refuses_other_dimensions(d):
 
     with pytest.raises(ValueError, match="d = 2 and 3"):
         _paper_source(np.zeros((5, d)), 0.01)
+
+
+@pytest.mark.parametrize("kind", ["scalar", "matrix", "constant"])
+def test_the_penalty_bound_of_a_without_checks_is_the_bound_of_the_checked_a(kind):
+    """a_K for the penalty reads the diffusion as it comes (no a(x) I built, no symmetry check): the same
+    numbers as from the checked (n, d, d) values, and a bad value still gets diffusion_at's error."""
+    from polydg.assembly.penalty import row_sum_bound
+    from polydg.problem import Problem
+
+    x = np.random.default_rng(0).random((500, 2))
+    diffusion = {"scalar": lambda x: 0.1 * np.maximum(x[:, 0] - 0.5, 0.0) ** 2 + x[:, 1],
+                 "matrix": lambda x: np.stack([np.stack([1 + x[:, 0], -0.3 * x[:, 1]], 1),
+                                               np.stack([-0.3 * x[:, 1], 2 + x[:, 1]], 1)], 1),
+                 "constant": np.array([[1.0, -0.5], [-0.5, 2.0]])}[kind]
+    problem = Problem("a", diffusion=diffusion)
+    checked = np.abs(problem.diffusion_at(x)).sum(axis=2).max(axis=1)
+    assert np.array_equal(row_sum_bound(problem.diffusion_values_at(x)), checked)
+    bad = Problem("bad", diffusion=lambda x: np.full(len(x), np.nan))
+    with pytest.raises(ProblemError, match="diffusion returned NaN"):
+        bad.diffusion_values_at(x)
+    wrong = Problem("wrong", diffusion=lambda x: np.ones((len(x), 3)))
+    with pytest.raises(ProblemError, match="diffusion returned shape"):
+        wrong.diffusion_values_at(x)
+
+
+def test_a_misspelled_problem_gets_the_nearest_names():
+    with pytest.raises(ProblemError, match="unknown problem 'paper2d' \\(did you mean 'paper-2d'"):
+        load_problem("paper2d", 2)
+    with pytest.raises(ProblemError, match="did you mean 'change-of-type'"):
+        builtin_problem("change_of_type", 2)
+    with pytest.raises(ProblemError) as caught:
+        load_problem("xyzzy", 2)
+    assert "did you mean" not in str(caught.value)

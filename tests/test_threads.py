@@ -64,3 +64,25 @@ def test_the_matrix_is_bitwise_the_same_for_any_thread_count_and_task_size(monke
     many = assemble(space, problem, approach=approach)
     assert np.array_equal(one.matrix.data, many.matrix.data) and np.array_equal(one.rhs, many.rhs)
     assert np.array_equal(one.matrix.indices, many.matrix.indices)
+
+
+def test_the_environment_sets_the_thread_count(monkeypatch):
+    import numba
+
+    before = numba.get_num_threads()
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    try:
+        assert threads.use_environment_threads() == 1 == threads.thread_count()
+        assert threads.environment_threads({"OMP_NUM_THREADS": "2,1"}, cores=4) == (2, "OMP_NUM_THREADS")
+        assert threads.environment_threads({}, cores=3, ranks_on_node=4) == (1, "cores")  # never 0
+    finally:
+        numba.set_num_threads(before)
+
+
+def test_the_pool_has_the_workers_asked_for():
+    threads.pool(3)
+    assert threads._POOL_WORKERS >= 2
+    workers = threads._POOL_WORKERS
+    threads.pool(2)  # fewer: the same pool
+    assert threads._POOL_WORKERS == workers

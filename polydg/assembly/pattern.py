@@ -163,6 +163,7 @@ def compile_pattern_kernels() -> None:
     """Compile (or load from Numba's cache) the pattern kernel, on empty input."""
     z = np.zeros(0, dtype=np.int64)
     _adjacency(0, z, z, z)
+    _label_blocks(np.zeros(1, np.int64), z, z, z, z)
     _fill_indices(0, 0, z, np.zeros(1, np.int64), z, np.zeros(1, np.int64), z, z, z, z, z)
     for dtype in (np.float64, np.float32):
         _zero_rows(0, 0, z, z, z, z, np.zeros(0, dtype))
@@ -243,11 +244,36 @@ def sparsity_pattern(
 def _blocks_by_label(adj_offsets: np.ndarray, adj_col: np.ndarray, element_dofs: np.ndarray,
                      label: np.ndarray) -> np.ndarray:
     """block_start with each row's blocks ordered by their column elements' labels (adjacency order kept)."""
-    row = np.repeat(np.arange(len(adj_offsets) - 1), np.diff(adj_offsets))
-    order = np.lexsort((label[adj_col], row))  # entries row by row, by label
-    width = element_dofs[adj_col[order]]
-    start_sorted = np.cumsum(width) - width
-    start_sorted -= np.repeat(start_sorted[adj_offsets[:-1]], np.diff(adj_offsets))  # from each row's start
-    block_start = np.empty_like(start_sorted)
-    block_start[order] = start_sorted
-    return block_start.astype(np.int64)
+    block_start = np.empty(len(adj_col), dtype=np.int64)
+    _label_blocks(np.ascontiguousarray(adj_offsets, dtype=np.int64), np.ascontiguousarray(adj_col, dtype=np.int64),
+                  np.ascontiguousarray(element_dofs, dtype=np.int64), np.ascontiguousarray(label), block_start)
+    return block_start
+
+
+@njit(cache=True)
+def _label_blocks(adj_offsets, adj_col, element_dofs, label, block_start):  # pragma: no cover - compiled
+    """Row by row, the row's entries sorted by label (an insertion sort, stable: a row has a few dozen
+    entries, mostly in order already), then the running sum of their widths.  Linear in the rows, where
+    one sort of all entries cost more than the rest of a rank's pattern."""
+    n_el = adj_offsets.shape[0] - 1
+    longest = 0
+    for e in range(n_el):
+        longest = max(longest, adj_offsets[e + 1] - adj_offsets[e])
+    keys = np.empty(longest, label.dtype)
+    order = np.empty(longest, np.int64)
+    for e in range(n_el):
+        lo, hi = adj_offsets[e], adj_offsets[e + 1]
+        for i in range(hi - lo):
+            key = label[adj_col[lo + i]]
+            j = i
+            while j > 0 and keys[j - 1] > key:
+                keys[j] = keys[j - 1]
+                order[j] = order[j - 1]
+                j -= 1
+            keys[j] = key
+            order[j] = lo + i
+        w = 0
+        for i in range(hi - lo):
+            k = order[i]
+            block_start[k] = w
+            w += element_dofs[adj_col[k]]

@@ -1,11 +1,10 @@
 """What the arguments become: one :class:`RunOptions` (with the run's one
-:class:`~polydg.assembly.AssemblyOptions`), the polytopic mesh and its degrees, and the progress lines."""
+:class:`~polydg.assembly.AssemblyOptions`), the polytopic mesh and its degrees (the progress lines:
+:mod:`~polydg.cli.progress`)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -13,6 +12,7 @@ import numpy as np
 
 from ..errors import OptionError
 from .parser import DEFAULT_AGGLOMERATE, DEFAULT_MESH, parse_degree
+from .progress import Progress, chunk_progress
 
 if TYPE_CHECKING:
     from ..assembly import AssemblyOptions
@@ -62,12 +62,36 @@ def check_options(args: argparse.Namespace, say=None) -> RunOptions:
 
         parse_size(args.memory_limit, "--memory-limit")
         os.environ[LIMIT_VARIABLE] = args.memory_limit  # for every assembly of the run (and its ranks)
+    if getattr(args, "plot", False):
+        if not args.output:
+            raise OptionError("--plot writes its pictures into --output DIR; give --output")
+        if getattr(args, "no_gather", False):
+            raise OptionError("--plot needs the whole run on rank 0; drop --no-gather")
+        from ..plot import pyplot
+
+        pyplot()  # matplotlib is there, or one line naming the extra, before any work
     assembly = AssemblyOptions(approach=args.approach, precision=args.precision, penalty=args.penalty,
                                penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra,
                                memory_budget_mb=args.memory_budget, backend=resolve_backend(args.backend, say=say),
                                to_host=args.to_host)
     return RunOptions(mesh_spec=args.mesh or DEFAULT_MESH, agglomerate=n_agg, degrees=(lo, hi),
                       method=args.solve or ("auto" if default_run else None), assembly=assembly)
+
+
+def load_run_problem(spec: str, dim: int):
+    """The problem of ``--problem`` in ``dim`` dimensions; a problem of another dimension is one line that says
+    which mesh it needs."""
+    from ..errors import DimensionError
+    from ..problem import load_problem
+
+    try:
+        return load_problem(spec, dim)
+    except DimensionError as exc:
+        generator = {2: "square:N", 3: "cube:N"}.get(exc.problem_dim)
+        if generator is None:
+            raise
+        raise DimensionError(f"{exc}: give a {exc.problem_dim}D mesh, e.g. --mesh {generator}", exc.problem_dim,
+                             exc.mesh_dim) from None
 
 
 def quadrature_simplices(args: argparse.Namespace, problem) -> str:
@@ -137,24 +161,5 @@ def build_mesh(fine, opts: RunOptions, seed: int, say, quadrature_simplices: str
     return mesh, degree
 
 
-class Progress:
-    """``say(message)``: one time-stamped line on stderr (nothing with ``quiet``)."""
-
-    def __init__(self, quiet: bool):
-        self.quiet = quiet
-        self.start = time.perf_counter()
-
-    def __call__(self, message: str, file=None) -> None:
-        if not self.quiet:
-            print(f"[{time.perf_counter() - self.start:7.2f} s] {message}", file=file or sys.stderr, flush=True)
-
-
-def chunk_progress(say):
-    """The assembly's ``progress(stage, done, total)`` as lines of ``say``, for assemblies of several chunks."""
-    def progress(stage: str, done: int, total: int) -> None:
-        if total > 1:
-            say(f"  {stage}: chunk {done}/{total}")
-    return progress
-
-
-__all__ = ["Progress", "RunOptions", "build_mesh", "check_memory_early", "check_options", "chunk_progress"]
+__all__ = ["Progress", "RunOptions", "build_mesh", "check_memory_early", "check_options", "chunk_progress",
+           "load_run_problem"]

@@ -13,7 +13,7 @@ import re
 import sys
 
 from ..backend import quiet_openmp_workers
-from ..errors import Interrupted, PolyDGWarning, one_line
+from ..errors import CompilationWarning, Interrupted, PolyDGWarning, one_line
 from .parser import build_parser
 from .signals import SignalGuard, use
 
@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = show_warning
+            warnings.filterwarnings("ignore", category=CompilationWarning)  # the progress lines say it
             try:
                 if any(a in ("-h", "--help") for a in argv):
                     build_parser().print_help()
@@ -101,10 +102,14 @@ def main(argv: list[str] | None = None) -> int:
                 from ..distributed.comm import launched_ranks
 
                 if launched_ranks() > 1:  # started by mpiexec with several ranks
-                    from ..distributed.comm import one_thread_per_rank, world
+                    from ..distributed.comm import share_the_cores, world
 
                     comm = world()
-                    one_thread_per_rank()
+                    share_the_cores(comm)
+                else:
+                    from ..threads import use_environment_threads
+
+                    use_environment_threads()
                 args = build_parser().parse_args(argv)
                 quiet = args.quiet
                 if comm is not None and comm.Get_size() > 1:

@@ -13,6 +13,7 @@ import numpy as np
 
 from .inputs import RunOptions
 from .outputs import report
+from .progress import activity
 
 
 def nonlinear_options(args: argparse.Namespace, opts: RunOptions):
@@ -40,7 +41,8 @@ def run_nonlinear(args: argparse.Namespace, opts: RunOptions, problem, space, sa
     if system is None:
         system = NonlinearSystem(space, problem, opts.assembly, linear_solver=nonlinear.linear_solver)
     say(f"nonlinear problem {problem.name}: {nonlinear.method} from u = 0 (plan made in {system.plan_seconds:.3f} s)")
-    result = solve_iteration(system, np.zeros(space.n_dofs), nonlinear, progress=say)
+    with activity(say, f"{nonlinear.method} iteration"):  # its lines print above the spinner
+        result = solve_iteration(system, np.zeros(space.n_dofs), nonlinear, progress=say)
     say(f"{nonlinear.method} converged in {result.iterations} iterations: residual {result.residuals[-1]:.3e} "
         f"(from {result.residuals[0]:.3e})")
     last = result.last

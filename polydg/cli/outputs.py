@@ -2,7 +2,8 @@
 (``--json``, DIR/summary.json) and the paper-style table.
 
 The *content* is here: :func:`output_files` lists the files of ``--output``
-as ``(name, writer)`` pairs and :func:`planned_names` the names a run will
+as ``(name, writer)`` pairs (what they hold beside the matrix and load:
+:mod:`polydg.cli.content`) and :func:`planned_names` the names a run may
 write (checked before it starts).  How they are written (whole or not at
 all, never beside an earlier run's files, never over a user's) is
 :mod:`polydg.cli.targets`.
@@ -16,17 +17,25 @@ from typing import Callable
 
 import numpy as np
 
+from .content import compilation_summary, mesh_writer, run_pictures, solution_sample, with_compilation
 from .inputs import RunOptions, quadrature_simplices
 from .targets import OutputDirectory, check_directory, check_file, write_file
 
 
 def planned_names(args: argparse.Namespace, ranks: int = 1) -> list[str]:
-    """The files ``--output DIR`` will hold after this run (see :func:`output_files`)."""
+    """The files ``--output DIR`` may hold after this run (see :func:`output_files`): checked before the run
+    starts, so a superset of what it writes."""
     if getattr(args, "no_gather", False):
         return [f"rows-rank{r}.npz" for r in range(ranks)] + ["summary.json"]
     # solution.npy whenever the run may solve: --solve, the default run, a march, a nonlinear problem (whose
     # problem is not read yet when the targets are checked)
-    return ["matrix.npz", "rhs.npy", "solution.npy", "solution.vtu", "summary.json"]
+    names = ["matrix.npz", "rhs.npy", "solution.npy", "solution.vtu", "mesh.vtu", "summary.json"]
+    slabs = getattr(args, "time_slabs", None)
+    if slabs:
+        names += [f"solution-slab-{n + 1:04d}.vtu" for n in range(int(slabs))] + ["solution.pvd"]
+    if getattr(args, "plot", False):
+        names += ["mesh.png", "solution.png", "timings.png", "residuals.png"]
+    return names
 
 
 def check_targets(args: argparse.Namespace, ranks: int = 1) -> None:
@@ -35,33 +44,28 @@ def check_targets(args: argparse.Namespace, ranks: int = 1) -> None:
     check_file(args.json, "--json")
 
 
-def output_files(space, result, x, summary) -> list[tuple[str, Callable[[Path], None]]]:
+def output_files(space, result, x, summary, files: list = ()) -> list[tuple[str, Callable[[Path], None]]]:
     """The files of ``--output DIR``, as (name, writer(path)) pairs: matrix.npz, rhs.npy,
-    solution.npy (with a solution), solution.vtu, summary.json."""
+    solution.npy (with a solution), the run's ``files`` (the solution on the sub-simplices or the mesh,
+    a slab series, pictures), summary.json."""
     import scipy.sparse as sp
 
     from ..backend import to_host
-    from ..mesh.output import write_vtu
     from ..report import write_json
-    from ..solve import element_means
 
     matrix = result.matrix
     if not sp.issparse(matrix):  # a cupyx matrix (--backend cupy): copied to the host once, here
         matrix = matrix.get()
-    cell_data = {"degree": space.degree}
-    files = [("matrix.npz", lambda path: sp.save_npz(path, matrix)),
-             ("rhs.npy", lambda path: np.save(path, to_host(result.rhs)))]
+    out = [("matrix.npz", lambda path: sp.save_npz(path, matrix)),
+           ("rhs.npy", lambda path: np.save(path, to_host(result.rhs)))]
     if x is not None:
-        files.append(("solution.npy", lambda path: np.save(path, x)))
-        cell_data["solution_mean"] = element_means(space, x)
-    files += [("solution.vtu", lambda path: write_vtu(path, space.mesh, cell_data)),
-              ("summary.json", lambda path: write_json(path, summary))]
-    return files
+        out.append(("solution.npy", lambda path: np.save(path, x)))
+    return out + list(files) + [("summary.json", lambda path: write_json(path, summary))]
 
 
-def write_output(directory: Path, space, result, x, summary) -> None:
+def write_output(directory: Path, space, result, x, summary, files: list = ()) -> None:
     """Write :func:`output_files` into ``directory``, replacing its previous set whole."""
-    OutputDirectory(directory).write(output_files(space, result, x, summary))
+    OutputDirectory(directory).write(output_files(space, result, x, summary, files))
 
 
 def rank_rows_writer(result) -> Callable[[Path], None]:
@@ -90,18 +94,28 @@ def summarise(args: argparse.Namespace, opts: RunOptions, space, problem, result
     options = {"mesh": opts.mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget,
                "repeat": args.repeat,
                "quadrature_simplices": quadrature_simplices(args, problem) if space.mesh.dim == 2 else "fine"}
-    summary = summary_dict(mesh=space.mesh, space=space, result=result, options=options, timings=timings,
-                           errors=errs, solve_info=solve_info, ranks=(extra or {}).get("ranks", 1))
+    summary = summary_dict(mesh=space.mesh, space=space, result=result, options=options,
+                           timings=with_compilation(timings), errors=errs, solve_info=solve_info,
+                           ranks=(extra or {}).get("ranks", 1))
     summary.update(extra or {})
+    summary.update(compilation_summary())
     return summary
 
 
-def write_summary_and_output(args: argparse.Namespace, say, space, result, x, summary: dict) -> None:
-    """``--output`` (the whole set) and ``--json``."""
+def write_summary_and_output(args: argparse.Namespace, say, space, result, x, summary: dict,
+                             solve_info: dict | None = None, files: list | None = None, sample=None) -> None:
+    """``--output`` (the whole set) and ``--json``.  ``files``: the run's own files beside the matrix
+    (by default the solution on the sub-simplices, ``sample`` when sampled already, or the mesh, and with
+    ``--plot`` the pictures)."""
     from ..report import write_json
 
     if args.output:
-        write_output(Path(args.output), space, result, x, summary)
+        if files is None:
+            sample = sample if sample is not None else solution_sample(args, space, x)
+            files = [("solution.vtu", sample.write_vtu) if sample is not None else ("mesh.vtu", mesh_writer(space))]
+            if getattr(args, "plot", False):
+                files += run_pictures(space.mesh, sample, summary, solve_info)
+        write_output(Path(args.output), space, result, x, summary, files)
         say(f"wrote {args.output}")
     if args.json:
         write_file(args.json, lambda path: write_json(path, summary))
@@ -112,8 +126,10 @@ def report(args: argparse.Namespace, opts: RunOptions, say, space, problem, resu
     """Write ``--output`` and ``--json``, print the table; returns the summary (see :func:`summarise`)."""
     from ..report import format_table
 
+    x, solve_info, _ = solved or (None, None, None)
+    sample = solution_sample(args, space, x)  # before the compile figure is taken (it may compile)
     summary = summarise(args, opts, space, problem, result, timings, solved, extra)
-    write_summary_and_output(args, say, space, result, (solved or (None,))[0], summary)
+    write_summary_and_output(args, say, space, result, x, summary, solve_info, sample=sample)
     if not args.quiet:
         print(format_table(summary))
     return summary

@@ -6,7 +6,10 @@ import argparse
 
 from ..errors import OptionError
 
-DESCRIPTION = "``python -m polydg.assemble``: assemble (and solve) an IP-dG system from the command line."
+DESCRIPTION = """\
+Assemble (and solve) an interior-penalty discontinuous Galerkin system on a
+polytopic mesh and print the timing table: progress lines go to stderr, the
+table to stdout. With no options: the paper's 2D problem, solved."""
 DEFAULT_MESH = "square:64"
 DEFAULT_AGGLOMERATE = 256
 
@@ -15,10 +18,10 @@ examples:
   python -m polydg.assemble
       the default: paper-2d on square:64 agglomerated into 256 elements, p = 2, solved
   python -m polydg.assemble --mesh cube:16 --agglomerate 3000 --degree 2 --problem paper-3d --solve
-  python -m polydg.assemble --mesh ../shared/meshes/unit_square_voronoi_1000_cells.vtk \\
-      --degree 1:3 --seed 4 --problem poisson --solve iterative --output out/
+  python -m polydg.assemble --mesh mesh.vtk --degree 1:3 --seed 4 --problem poisson --solve iterative --output out/
   python -m polydg.assemble --mesh oscillating-square:200 --agglomerate 2000 --approach 1 --repeat 3
   python -m polydg.assemble --problem my_problems.py:convection --mesh square:32 --json run.json
+  python -m polydg.assemble --problem paper-2d1 --time-slabs 8 --output out/ --plot
 
 meshes: square:N, cube:N, oscillating-square:N (options :perturb=F:seed=S), or a file
   (Gmsh .msh, VTU and other meshio formats, legacy VTK POLYDATA polygons).
@@ -26,11 +29,18 @@ problems: paper-2d, paper-3d, poisson, advection, change-of-type, neumann,
   polynomial:P[:KIND[:SEED]], path/to/file.py:NAME or package.module:NAME;
   space-time (with --time-slabs N [--final-time T]): paper-2d1, paper-3d1;
   nonlinear (Newton by default): quasilinear, cubic, bratu; space-time fisher-kpp.
-output (--output DIR): matrix.npz (scipy.sparse.save_npz), rhs.npy, solution.npy (with --solve),
-  solution.vtu (element id, degree, element means of the solution), summary.json; the set replaces
-  the previous run's whole (listed in DIR/.polydg-output), files polydg did not write are left alone.
-MPI: mpiexec -n N python -m polydg.assemble ... assembles on N ranks (one thread each unless
-  NUMBA_NUM_THREADS / OMP_NUM_THREADS is set); rank 0 reads, partitions, gathers and writes.
+output (--output DIR): matrix.npz (scipy.sparse.save_npz), rhs.npy, summary.json, and
+  with a solve solution.npy and solution.vtu (the solution at the vertices of every
+  sub-simplex, discontinuous across elements, with element id and degree), else mesh.vtu;
+  a space-time march also solution-slab-NNNN.vtu (each slab's end) and solution.pvd (the
+  time series for ParaView); --plot adds mesh.png, solution.png, timings.png, residuals.png.
+  The set replaces the previous run's whole (listed in DIR/.polydg-output); files polydg
+  did not write are left alone.
+table: seconds per stage and per million dofs (s / Mdof); compilation is timed apart.
+threads: NUMBA_NUM_THREADS, else OMP_NUM_THREADS, else every core (shared among the
+  ranks of a node); summary.json's "threads" and the table's header say how many ran.
+MPI: mpiexec -n N python -m polydg.assemble ... assembles on N ranks; rank 0 reads,
+  partitions, gathers, solves and writes.
 exit codes: 0 success, 2 bad input (one line on stderr), 130 interrupted (143 SIGTERM),
   1 otherwise (an internal error, out of memory, a --timeout).
 """
@@ -60,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--coefficient", action="append", default=[], metavar="NAME=SPEC",
                    help=f"replace a coefficient of the problem by data or a number: {SPEC_HELP}")
     a = p.add_argument_group("assembly")
-    a.add_argument("--precision", default="double", choices=("double", "single"))
+    a.add_argument("--precision", default="double", choices=("double", "single"),
+                   help="floating point of the assembly: double (default) or single (float32; the solve is in "
+                        "double)")
     a.add_argument("--approach", default="2", choices=("2", "atomic", "1"),
                    help="2: reproducible row kernels (default); atomic: scatter-add; 1: COO baseline")
     a.add_argument("--backend", default="numpy", choices=("numpy", "cupy", "auto"),
@@ -83,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the memory the run may use, e.g. 4G or 512M: a run estimated to need more is refused "
                         "before it allocates (default: the memory available, or $POLYDG_MEMORY_LIMIT)")
     a.add_argument("--repeat", type=int, default=1, metavar="N", help="report the median of N assemblies")
-    t = p.add_argument_group("space-time (DESIGN.md section 6)")
+    t = p.add_argument_group("space-time (problems with time: dG in time, slab by slab)")
     t.add_argument("--time-slabs", type=int, metavar="N",
                    help="march a space-time problem (e.g. paper-2d1) over N equal time slabs")
     t.add_argument("--final-time", type=float, metavar="T", help="end of the time interval (0, T) (default 1)")
@@ -104,7 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="solve: auto (the default of --solve: direct below a measured size, else AMG-preconditioned "
                         "Krylov), direct (sparse LU), iterative; with cupyx on the device under --backend cupy "
                         "(the default run solves)")
-    o.add_argument("--output", metavar="DIR", help="write matrix.npz, rhs.npy, solution.npy/.vtu, summary.json")
+    o.add_argument("--output", metavar="DIR",
+                   help="write the matrix, load, summary and solution files into DIR (see output: below)")
+    o.add_argument("--plot", action="store_true",
+                   help="with --output: also PNG pictures of the mesh, the solution, the timings and residual "
+                        "histories (needs matplotlib: pip install 'polydg[plot]')")
     o.add_argument("--no-gather", action="store_true",
                    help="on several ranks: each rank writes its rows to DIR/rows-rank<R>.npz instead of rank 0 "
                         "gathering the matrix (no --solve)")

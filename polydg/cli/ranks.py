@@ -16,19 +16,29 @@ import numpy as np
 
 from ..distributed.comm import collective_phase
 from ..errors import OptionError
-from ..jit import announce_compilation
-from .inputs import build_mesh, check_memory_early, check_options, chunk_progress, quadrature_simplices
+from ..jit import compile_watch
+from .inputs import build_mesh, check_memory_early, check_options, chunk_progress, load_run_problem, \
+    quadrature_simplices
+from .content import solution_sample
 from .outputs import check_targets, planned_names, rank_rows_writer, summarise, write_summary_and_output
 from .spacetime import check_space_time_options, run_space_time
-from .steady import solve_and_say
+from .steady import name_the_kernels, solve_and_say
 
 
 def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     """Run the command line's job on the ranks of ``comm``; rank 0 returns the summary, the others None."""
+    try:
+        with compile_watch(say if comm.Get_rank() == 0 else None):  # each rank compiles; rank 0's figure is said
+            return _run_distributed(args, comm, say)
+    finally:
+        if hasattr(say, "close"):
+            say.close()
+
+
+def _run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     from ..assembly import Workspace
     from ..distributed import assemble_distributed
     from ..mesh import load_mesh
-    from ..problem import load_problem
     from ..problem.coefficient_options import replaced, replacements
     from ..space import DGSpace
 
@@ -54,7 +64,7 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
             dim = fine.dim
     dim = comm.bcast(dim, root=0)
     with collective_phase(comm):
-        problem = load_problem(args.problem, dim)
+        problem = load_run_problem(args.problem, dim)
         # --coefficient: rank 0 read the mesh and its cell data; the others get the replaced coefficients
         fields = replacements(problem, args.coefficient, fine) if root and args.coefficient else None
     problem = replaced(problem, comm.bcast(fields, root=0))
@@ -68,30 +78,30 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
             check_memory_early(opts, fine)
     if problem.space_time:
         return _march_on_ranks(args, opts, comm, problem, fine if root else None, say)
-    with announce_compilation(tell, f"{dim}D assembly kernels"):
-        with collective_phase(comm):
-            if root:
-                say(f"mesh {opts.mesh_spec}: {fine} on {size} ranks")
-                mesh, degree = build_mesh(fine, opts, args.seed, say, quadrature_simplices(args, problem))
-                del fine
-                space = DGSpace(mesh, degree)
-                say(f"DG space: {space}; problem {problem.name}")
-        if problem.nonlinear:
-            return _nonlinear_on_ranks(args, opts, comm, problem, space, say)
-        runs, result = [], None
-        workspace = Workspace()
-        for r in range(args.repeat):
-            previous, result = result, None
-            if previous is not None:  # only its partition and parts are reused: free its matrix first
-                previous.matrix = previous.rhs = None
-            result = assemble_distributed(space, problem, comm, opts.assembly, reuse=previous, workspace=workspace,
-                                          progress=chunk_progress(tell) if size == 1 else None, say=tell)
-            if root:
-                runs.append(result.info["timings_max"])
-                say(f"assembled {result.info['dofs']:,} dofs on {size} ranks in "
-                    f"{result.info['timings_max']['total_assembly']:.3f} s (slowest rank)"
-                    + (f" (run {r + 1}/{args.repeat})" if args.repeat > 1 else ""))
-        del workspace
+    name_the_kernels(dim, problem, opts)
+    with collective_phase(comm):
+        if root:
+            say(f"mesh {opts.mesh_spec}: {fine} on {size} ranks")
+            mesh, degree = build_mesh(fine, opts, args.seed, say, quadrature_simplices(args, problem))
+            del fine
+            space = DGSpace(mesh, degree)
+            say(f"DG space: {space}; problem {problem.name}")
+    if problem.nonlinear:
+        return _nonlinear_on_ranks(args, opts, comm, problem, space, say)
+    runs, result = [], None
+    workspace = Workspace()
+    for r in range(args.repeat):
+        previous, result = result, None
+        if previous is not None:  # only its partition and parts are reused: free its matrix first
+            previous.matrix = previous.rhs = None
+        result = assemble_distributed(space, problem, comm, opts.assembly, reuse=previous, workspace=workspace,
+                                      progress=chunk_progress(tell) if size == 1 else None, say=tell)
+        if root:
+            runs.append(result.info["timings_max"])
+            say(f"assembled {result.info['dofs']:,} dofs on {size} ranks in "
+                f"{result.info['timings_max']['total_assembly']:.3f} s (slowest rank)"
+                + (f" (run {r + 1}/{args.repeat})" if args.repeat > 1 else ""))
+    del workspace
     gathered = None
     with collective_phase(comm):
         if gathers:
@@ -109,8 +119,10 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
                 x, solve_info = solve_and_say(gathered, opts.method, space, say, problem, opts.assembly)
         errs = result.errors(problem, x) if problem.exact is not None else None
         solved = (x, solve_info, errs)
-    summary = None
+    summary, sample = None, None
+    x, solve_info, _ = solved or (None, None, None)
     if root:
+        sample = solution_sample(args, space, x)  # before the compile figure is taken (it may compile)
         timings = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
         for key in ("partition", "distribute"):  # done once, by the first run
             timings[key] = runs[0][key]
@@ -130,7 +142,7 @@ def run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     else:  # rank 0 writes, the others wait: a failure or an interrupt on any rank ends them all, cleaned up
         with collective_phase(comm):
             if root:
-                write_summary_and_output(args, say, space, gathered, (solved or (None,))[0], summary)
+                write_summary_and_output(args, say, space, gathered, x, summary, solve_info, sample=sample)
     if root and not args.quiet:
         from ..report import format_table
 
@@ -176,9 +188,9 @@ def _march_on_ranks(args, opts, comm, problem, fine, say) -> dict | None:
         return None
     assembler = SlabAssembler(comm, problem, dim)
     try:
-        with announce_compilation(say, f"{dim + 1}D space-time assembly kernels"):
-            mesh, degree = build_mesh(fine, opts, args.seed, say)
-            summary = run_space_time(args, opts, problem, mesh, degree, say, assembler=assembler)
+        name_the_kernels(dim, problem, opts)
+        mesh, degree = build_mesh(fine, opts, args.seed, say)
+        summary = run_space_time(args, opts, problem, mesh, degree, say, assembler=assembler)
     except BaseException as error:
         assembler.done(error)
         raise

@@ -24,7 +24,9 @@ from ..errors import OptionError, ProblemError
 from ..mesh.quadrature_simplices import DEFAULT_QUADRATURE_SIMPLICES
 from ..problem import Problem
 from .inputs import RunOptions
+from .content import compilation_summary, run_pictures, with_compilation
 from .outputs import write_summary_and_output
+from .progress import activity
 
 #: the final time when --final-time is not given
 DEFAULT_FINAL_TIME = 1.0
@@ -38,8 +40,12 @@ def check_space_time_options(args: argparse.Namespace, problem: Problem) -> None
                                           ("--local-steps", getattr(args, "local_steps", None)))
                  if value is not None]
         if given:
+            from ..problem.builtin import SPACE_TIME_SIBLINGS
+
+            sibling = SPACE_TIME_SIBLINGS.get(problem.name)
             raise OptionError(f"problem {problem.name!r} is steady: {', '.join(given)} "
-                              f"{'is' if len(given) == 1 else 'are'} for space-time problems")
+                              f"{'is' if len(given) == 1 else 'are'} for space-time problems"
+                              + (f" (its space-time form: --problem {sibling})" if sibling else ""))
         return
     if problem.initial is None:
         raise ProblemError(f"space-time problem {problem.name!r} has no initial value (initial)")
@@ -80,9 +86,13 @@ def run_space_time(args: argparse.Namespace, opts: RunOptions, problem: Problem,
 
     ``assembler`` assembles the slabs instead of one process
     (:class:`polydg.distributed.spacetime.SlabAssembler`: all MPI ranks).
-    ``--output`` gets the last slab's mesh, matrix, load (without the bottom
-    term) and solution.
+    ``--output`` gets the last slab's matrix, load (without the bottom
+    term) and solution coefficients, the solution at each slab's end on the
+    spatial mesh (``solution-slab-NNNN.vtu``, listed in time by
+    ``solution.pvd``; ``solution.vtu`` the last) and, with ``--plot``, the
+    pictures.
     """
+    from ..output import SlabSeries
     from ..report import format_table, summary_dict
     from ..spacetime.march import march
     from ..spacetime.slab import random_local_steps
@@ -93,16 +103,19 @@ def run_space_time(args: argparse.Namespace, opts: RunOptions, problem: Problem,
     steps = parse_local_steps(getattr(args, "local_steps", None))
     if steps is not None:
         steps = steps[0] if steps[0] == steps[1] else random_local_steps(mesh.n_elements, *steps, seed=args.seed)
-    result = march(mesh, problem, degree, n_slabs=int(args.time_slabs), final_time=final_time,
-                   method="direct" if args.solve in (None, "auto") else args.solve, space_time_basis=args.space_time_basis or "P", local_steps=steps,
-                   quadrature_simplices=quadrature_simplices, progress=say, assembler=assembler,
-                   options=opts.assembly, nonlinear=nonlinear_options(args, opts) if problem.nonlinear else None)
+    series = SlabSeries() if args.output else None  # the solution at each slab's end
+    with activity(say, f"marching over {int(args.time_slabs)} slabs"):  # the slabs' lines print above it
+        result = march(mesh, problem, degree, n_slabs=int(args.time_slabs), final_time=final_time,
+                       method="direct" if args.solve in (None, "auto") else args.solve,
+                       space_time_basis=args.space_time_basis or "P", local_steps=steps, quadrature_simplices=quadrature_simplices, progress=say,
+                       assembler=assembler, options=opts.assembly,
+                       nonlinear=nonlinear_options(args, opts) if problem.nonlinear else None,
+                       on_slab=series.add if series is not None else None)
     per_slab = result.timings
     totals = result.total_timings()
     assembled = result.info["assembled_per_slab"]
     table_slab = max((n for n, what in enumerate(assembled) if what == "matrix+load"), default=len(per_slab) - 1)
-    one = dict(per_slab[table_slab])
-    one["jit"] = totals.get("jit", 0.0)
+    one = with_compilation(dict(per_slab[table_slab]))
     options = {"mesh": opts.mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget, "repeat": 1,
                "quadrature_simplices": quadrature_simplices if mesh.dim == 2 else "fine"}
     summary = summary_dict(mesh=result.space.mesh, space=result.space, result=result.assembly, options=options,
@@ -112,14 +125,20 @@ def run_space_time(args: argparse.Namespace, opts: RunOptions, problem: Problem,
                    timings_per_slab=[{k: float(v) for k, v in t.items()} for t in per_slab],
                    timings_all_slabs=totals, factorisations=result.info["factorisations"],
                    assembled_per_slab=assembled, table_slab=table_slab + 1,
-                   local_steps=result.info["local_steps"])
+                   local_steps=result.info["local_steps"], **compilation_summary())
     if problem.nonlinear:
         summary["nonlinear"] = {"method": args.nonlinear or "newton",
                                 "iterations_per_slab": result.info["nonlinear_iterations_per_slab"]}
     if assembler is not None:  # each slab's timings per rank; the table's are the slowest rank's
         summary.update(timings_per_rank=assembler.rank_timings[-1], rank_timings_per_slab=assembler.rank_timings,
                        balance=result.assembly.info["balance"])
-    write_summary_and_output(args, say, result.space, result.assembly, result.solution, summary)
+    files = None
+    if args.output:
+        last = series.sample(len(series.steps) - 1)
+        files = [("solution.vtu", last.write_vtu), *series.files()]
+        if getattr(args, "plot", False):
+            files += run_pictures(mesh, last, summary, result.info["solver"])
+    write_summary_and_output(args, say, result.space, result.assembly, result.solution, summary, files=files)
     if not args.quiet:
         print(format_table(summary))
         loads = assembled.count("load")

@@ -11,8 +11,9 @@ import statistics
 
 import numpy as np
 
-from ..jit import announce_compilation
-from .inputs import Progress, build_mesh, check_memory_early, check_options, chunk_progress, quadrature_simplices
+from ..jit import compile_watch
+from .inputs import Progress, build_mesh, check_memory_early, check_options, chunk_progress, load_run_problem, \
+    quadrature_simplices
 from .outputs import check_targets, report
 from .spacetime import check_space_time_options, run_space_time
 
@@ -20,51 +21,68 @@ from .spacetime import check_space_time_options, run_space_time
 def run(args: argparse.Namespace) -> dict:
     """Run the command line's job in this process; returns the summary."""
     check_targets(args)  # before any work: where the run writes
+    say = Progress(args.quiet)
+    try:  # numba reports every compilation: the first of polydg's says a line, the report the total
+        with compile_watch(say):
+            return _run(args, say)
+    finally:
+        say.close()
+
+
+def _run(args: argparse.Namespace, say) -> dict:
     from ..assembly import Workspace, assemble
     from ..mesh import load_mesh
-    from ..problem import load_problem, with_coefficients
+    from ..problem import with_coefficients
     from ..space import DGSpace
 
-    say = Progress(args.quiet)
     opts = check_options(args, say)
     check_memory_early(opts)  # a generator's sizes, before it generates
     fine = load_mesh(opts.mesh_spec)
-    problem = load_problem(args.problem, fine.dim)  # before the first progress line: bad input is one line
+    problem = load_run_problem(args.problem, fine.dim)  # before the first progress line: bad input is one line
     problem = with_coefficients(problem, args.coefficient, fine)
     check_space_time_options(args, problem)
     check_memory_early(opts, fine)
     say(f"mesh {opts.mesh_spec}: {fine}")
-    kernels = f"{fine.dim + 1}D space-time assembly kernels" if problem.space_time else f"{fine.dim}D assembly kernels"
-    # numba reports every compilation; the first one of polydg's kernels prints a line, and the total its time
-    with announce_compilation(say, kernels):
-        mesh, degree = build_mesh(fine, opts, args.seed, say, quadrature_simplices(args, problem))
-        if problem.space_time:  # slab after slab
-            return run_space_time(args, opts, problem, mesh, degree, say)
-        space = DGSpace(mesh, degree)
-        say(f"DG space: {space}; problem {problem.name}")
-        if problem.nonlinear:  # Newton or Picard on a kept plan
-            from .nonlinear import run_nonlinear
+    name_the_kernels(fine.dim, problem, opts)
+    mesh, degree = build_mesh(fine, opts, args.seed, say, quadrature_simplices(args, problem))
+    if problem.space_time:  # slab after slab
+        return run_space_time(args, opts, problem, mesh, degree, say)
+    space = DGSpace(mesh, degree)
+    say(f"DG space: {space}; problem {problem.name}")
+    if problem.nonlinear:  # Newton or Picard on a kept plan
+        from .nonlinear import run_nonlinear
 
-            return run_nonlinear(args, opts, problem, space, say)
-        runs, result = [], None
-        workspace = Workspace()  # the repeats reuse the quadrature points' and coefficients' arrays
-        for r in range(args.repeat):
-            result = None  # free the previous matrix first
-            # on a GPU the matrix stays there (unless --to-host): solved there, copied once for --output
-            result = assemble(space, problem, opts.assembly, progress=chunk_progress(say), workspace=workspace)
-            runs.append(result.info["timings"])
-            say(f"assembled {space.n_dofs:,} dofs, nnz {result.matrix.nnz:,} in "
-                f"{result.info['timings']['total_assembly']:.3f} s" + (f" (run {r + 1}/{args.repeat})" if args.repeat > 1 else ""))
-        del workspace  # its memory goes back before the solve
-        timings = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
-        solved = None
-        if opts.method:
-            from ..solve import errors
+        return run_nonlinear(args, opts, problem, space, say)
+    runs, result = [], None
+    workspace = Workspace()  # the repeats reuse the quadrature points' and coefficients' arrays
+    for r in range(args.repeat):
+        result = None  # free the previous matrix first
+        # on a GPU the matrix stays there (unless --to-host): solved there, copied once for --output
+        result = assemble(space, problem, opts.assembly, progress=chunk_progress(say), workspace=workspace)
+        runs.append(result.info["timings"])
+        say(f"assembled {space.n_dofs:,} dofs, nnz {result.matrix.nnz:,} in "
+            f"{result.info['timings']['total_assembly']:.3f} s" + (f" (run {r + 1}/{args.repeat})" if args.repeat > 1 else ""))
+    del workspace  # its memory goes back before the solve
+    timings = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
+    solved = None
+    if opts.method:
+        from ..solve import errors
 
-            x, solve_info = solve_and_say(result, opts.method, space, say, problem, opts.assembly)
-            errs = errors(space, problem, x, penalty_values=result.face_penalty) if problem.exact is not None else None
-            solved = (x, solve_info, errs)
-        return report(args, opts, say, space, problem, result, timings, solved)
+        x, solve_info = solve_and_say(result, opts.method, space, say, problem, opts.assembly)
+        errs = errors(space, problem, x, penalty_values=result.face_penalty) if problem.exact is not None else None
+        solved = (x, solve_info, errs)
+    return report(args, opts, say, space, problem, result, timings, solved)
+
+
+def name_the_kernels(dim: int, problem, opts) -> None:
+    """Tell the run's compile watch what it compiles: the dimension of the kernels (d + 1 for a space-time
+    problem), and approach 1's own."""
+    from ..jit import current_watch
+
+    watch = current_watch()
+    if watch is not None:
+        kind = f"{dim + 1}D space-time" if problem.space_time else f"{dim}D"
+        watch.what = f"the {kind} kernels" + (", approach 1" if opts.assembly.approach == "1" else "")
 
 
 def solve_and_say(result, method: str, space, say, problem=None, options=None) -> tuple[np.ndarray, dict]:
@@ -124,4 +142,4 @@ def solve_and_say(result, method: str, space, say, problem=None, options=None) -
     raise failure
 
 
-__all__ = ["run", "solve_and_say"]
+__all__ = ["name_the_kernels", "run", "solve_and_say"]

@@ -77,21 +77,15 @@ def bind_rank_device(comm, backend: str) -> dict:
     return {"device_index": _BOUND[1], "device": _BOUND[2], "node_rank": local, "node_ranks": on_node}
 
 
-def one_thread_per_rank() -> int:
-    """Give each rank one Numba thread unless the user chose (NUMBA_NUM_THREADS / OMP_NUM_THREADS).
-
-    Ranks usually fill the cores already; threads on top oversubscribe them.
-    Returns the thread count in use.
+def share_the_cores(comm) -> int:
+    """Set this rank's thread count by the environment's rule (:func:`polydg.threads.environment_threads`):
+    ``NUMBA_NUM_THREADS``, else ``OMP_NUM_THREADS``, else the cores it may run on shared among the ranks on
+    its node, so that ranks and threads together do not oversubscribe the cores.  Returns the count.  A
+    collective call (the node's ranks are counted).
     """
-    import numba
+    from ..threads import use_environment_threads
 
-    if "NUMBA_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
-        numba.set_num_threads(1)
-    elif "OMP_NUM_THREADS" in os.environ and "NUMBA_NUM_THREADS" not in os.environ:
-        wanted = os.environ["OMP_NUM_THREADS"]
-        if wanted.isdigit() and 1 <= int(wanted) <= numba.config.NUMBA_NUM_THREADS:
-            numba.set_num_threads(int(wanted))
-    return numba.get_num_threads()
+    return use_environment_threads(ranks_on_node=node_local_rank(comm)[1])
 
 
 #: what a failure was, for the exit code and the wording of its one line

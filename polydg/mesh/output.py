@@ -4,6 +4,10 @@
 along the element boundary (elements whose boundary is not a single simple
 loop, e.g. with a hole, are written as their triangles instead).
 3D: the fine tetrahedra, with the element id as cell data.
+
+:func:`write_simplex_vtu` writes data on triangles or tetrahedra whose
+vertices may repeat (a discontinuous field, :mod:`polydg.output`), and
+:func:`write_pvd` a ParaView collection of such files (a time series).
 """
 
 from __future__ import annotations
@@ -125,12 +129,49 @@ def write_vtu(path: str | os.PathLike, mesh: PolytopicMesh, cell_data: dict[str,
         block_elements = [mesh.face_elements[top, 0]]
         points = np.ascontiguousarray(mesh.points[:, :3])
     cell_data_out = {name: [values[e] for e in block_elements] for name, values in data.items()}
-    out = meshio.Mesh(points, blocks, cell_data=cell_data_out)
+    _write_atomically(path, lambda tmp: meshio.write(tmp, meshio.Mesh(points, blocks, cell_data=cell_data_out),
+                                                      file_format="vtu"))
+
+
+def write_simplex_vtu(path: str | os.PathLike, points: np.ndarray, cells: np.ndarray,
+                      point_data: dict[str, np.ndarray] | None = None,
+                      cell_data: dict[str, np.ndarray] | None = None) -> None:
+    """Write triangles (``cells`` (m, 3)) or tetrahedra ((m, 4)) of ``points`` (n, 3) with data per point and
+    per cell to a VTU file, complete or not at all.
+
+    Points may repeat (a discontinuous field: each cell its own copies of its vertices).
+    """
+    import meshio
+
+    cells = np.asarray(cells, dtype=np.int64)
+    kind = {3: "triangle", 4: "tetra"}.get(cells.shape[1])
+    if kind is None:
+        raise ValueError(f"cells of {cells.shape[1]} vertices: write_simplex_vtu writes triangles and tetrahedra")
+    out = meshio.Mesh(np.asarray(points, dtype=np.float64), [(kind, cells)], point_data=dict(point_data or {}),
+                      cell_data={name: [np.asarray(v)] for name, v in (cell_data or {}).items()})
+    _write_atomically(Path(path), lambda tmp: meshio.write(tmp, out, file_format="vtu"))
+
+
+def write_pvd(path: str | os.PathLike, entries: list[tuple[float, str]]) -> None:
+    """A ParaView collection (``.pvd``): the files ``entries = [(time, file name relative to path's folder)]``
+    as one time series."""
+    from xml.sax.saxutils import quoteattr
+
+    lines = ['<?xml version="1.0"?>', '<VTKFile type="Collection" version="0.1" byte_order="LittleEndian">',
+             "  <Collection>"]
+    lines += [f'    <DataSet timestep="{float(t)!r}" group="" part="0" file={quoteattr(str(name))}/>'
+              for t, name in entries]
+    lines += ["  </Collection>", "</VTKFile>", ""]
+    _write_atomically(Path(path), lambda tmp: Path(tmp).write_text("\n".join(lines)))
+
+
+def _write_atomically(path: Path, write) -> None:
+    """``write(tmp)`` into a temporary file beside ``path``, then renamed to it: complete or not at all."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".vtu", dir=path.parent, prefix=f".{path.stem}-")
+    fd, tmp = tempfile.mkstemp(suffix=path.suffix, dir=path.parent, prefix=f".{path.stem}-")
     os.close(fd)
     try:
-        meshio.write(tmp, out, file_format="vtu")
+        write(tmp)
         publish(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from ..backend import array_namespace
-from ..errors import ProblemError
+from ..errors import DimensionError, ProblemError
 from .contract import Problem, _default_mesh
 from .nonlinear_builtin import bratu_problem, cubic_problem, fisher_kpp_problem, quasilinear_problem
 from .paper_kernel import _paper_source
@@ -263,9 +263,6 @@ def change_of_type_problem(d: int) -> Problem:
     def a(x):
         return alpha * array_namespace(x).maximum(x[:, 0] - 0.5, 0.0) ** 2
 
-    def diffusion(x):
-        return a(x)[:, None, None] * array_namespace(x).eye(x.shape[1])
-
     def exact(x):
         xp = array_namespace(x)
         return xp.prod(xp.sin(np.pi * x + np.pi / 4), axis=1)
@@ -282,7 +279,7 @@ def change_of_type_problem(d: int) -> Problem:
 
     return Problem(
         name="change-of-type",
-        diffusion=diffusion,
+        diffusion=a,  # (n,): a(x) I
         advection=np.ones(d),
         reaction=1.0,
         source=source,
@@ -514,8 +511,31 @@ BUILTIN_PROBLEMS: dict[str, tuple[Callable[[int], Problem], tuple[int, ...] | No
 ALIASES = ("paper", "polynomial:P[:KIND[:SEED]]")
 
 
+#: the space-time problem that poses a steady one in time (the hint of a steady problem given --time-slabs)
+SPACE_TIME_SIBLINGS = {"paper-2d": "paper-2d1", "paper-3d": "paper-3d1"}
+
+
 def builtin_names() -> list[str]:
     return list(BUILTIN_PROBLEMS) + list(ALIASES)
+
+
+def did_you_mean(name: str) -> str:
+    """`` (did you mean 'x'?)`` for the built-in names closest to a misspelled ``name``, else "".
+
+    >>> did_you_mean("poison")
+    " (did you mean 'poisson'?)"
+    """
+    import difflib
+
+    names = list(BUILTIN_PROBLEMS) + ["paper", "polynomial"]
+    close = difflib.get_close_matches(str(name).split(":")[0], names, n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
+def unknown_problem(name: str) -> ProblemError:
+    """The error of a problem name that is neither built in nor a file or module."""
+    return ProblemError(f"unknown problem {name!r}{did_you_mean(name)}; built-in problems: "
+                        f"{', '.join(builtin_names())}, or path/to/file.py:NAME, or package.module:NAME")
 
 
 def _parse_polynomial(name: str, dim: int) -> Problem:
@@ -544,13 +564,12 @@ def builtin_problem(name: str, dim: int | None = None) -> Problem:
     if name.startswith("polynomial"):
         return _parse_polynomial(name, dim or 2)
     if name not in BUILTIN_PROBLEMS:
-        raise ProblemError(f"unknown problem {name!r}; built-in problems: {', '.join(builtin_names())}, "
-                           "or path/to/file.py:NAME, or package.module:NAME")
+        raise unknown_problem(name)
     build, dims = BUILTIN_PROBLEMS[name]
     if dim is None:
         dim = dims[0] if dims else 2
     if dims is not None and dim not in dims:
-        raise ProblemError(f"problem {name!r} is {dims[0]}D, the mesh is {dim}D")
+        raise DimensionError(f"problem {name!r} is {dims[0]}D, the mesh is {dim}D", dims[0], dim)
     if dim not in (2, 3, 4):
         raise ProblemError(f"problem {name!r}: dimension {dim} is not supported (2, 3 or 4)")
     return build(dim)

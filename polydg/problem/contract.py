@@ -55,7 +55,7 @@ from typing import Any, Callable, Union
 
 import numpy as np
 
-from ..errors import ProblemError
+from ..errors import DimensionError, ProblemError
 
 Coefficient = Union[None, float, np.ndarray, Callable[..., Any]]
 
@@ -314,7 +314,7 @@ class Problem:
     def check_dimension(self, d: int) -> None:
         """Raise when the problem cannot be posed in ``d`` dimensions."""
         if self.dim is not None and self.dim != d:
-            raise ProblemError(f"problem {self.name!r} is {self.dim}D, the mesh is {d}D")
+            raise DimensionError(f"problem {self.name!r} is {self.dim}D, the mesh is {d}D", self.dim, d)
         if d not in (2, 3, 4):
             raise ProblemError(f"problem {self.name!r}: dimension {d} is not supported (2, 3 or 4)")
         x = np.zeros((0, d))
@@ -434,6 +434,26 @@ class Problem:
         A = self._checked("diffusion", value, x, (n, d, d), xp, dtype)
         self.check_diffusion_values(A, x, xp)
         return A
+
+    def diffusion_values_at(self, x: Any, *, where: Any = None) -> np.ndarray:
+        """A callable diffusion's values at the points as they come, (n,) for a(x) I or (n, d, d), in
+        floating point and finite; a constant's (1, d, d).  What a bound of A needs (the penalty's
+        a_K), without the a(x) I that :meth:`diffusion_at` builds or its symmetry checks, which the
+        assembly makes where it reads A.  Values of another shape or type, or not finite, go through
+        :meth:`diffusion_at`, for its one-line error.
+        """
+        x, n, d = self._points(x, np)
+        if self.is_constant("diffusion"):
+            return self.diffusion_at(x)
+        value = self._call("diffusion", x, where=where)
+        try:
+            value = np.asarray(value)
+        except Exception:
+            value = None
+        if (value is not None and value.dtype.kind in "biuf" and tuple(value.shape) in ((n,), (n, d, d))
+                and (n == 0 or bool(np.isfinite(value.sum())))):
+            return value.astype(self._dtype(x, np), copy=False)
+        return self.diffusion_at(x, where=where)
 
     def check_diffusion_values(self, A: Any, x: Any, xp: Any = np) -> None:
         """Refuse diffusion values ``A`` (n, d, d) at the points ``x`` that are not symmetric positive

@@ -15,7 +15,7 @@ import sys
 from typing import Any, Callable
 
 from ..errors import ProblemError, capture_output
-from .builtin import BUILTIN_PROBLEMS, builtin_names, builtin_problem
+from .builtin import BUILTIN_PROBLEMS, builtin_problem, did_you_mean, unknown_problem
 from .contract import Problem, _one_line
 from .protocol import _adapt
 
@@ -81,7 +81,7 @@ def _import_module(name: str) -> Any:
 
     def failed(exc: BaseException) -> str:
         if isinstance(exc, ModuleNotFoundError) and exc.name and name.startswith(exc.name):
-            return f"{where} not found"
+            return f"{where} not found{did_you_mean(name) if '.' not in name else ''}"
         return _import_failure(where, None)(exc)
 
     return _run_user_code(lambda: importlib.import_module(name), failed)
@@ -115,8 +115,7 @@ def load_problem(spec: str, dim: int | None = None) -> Problem:
         target, attribute = spec, ""
     is_file = target.endswith(".py") or os.sep in target or "/" in target
     if not is_file and not sep:
-        raise ProblemError(f"unknown problem {spec!r}; built-in problems: {', '.join(builtin_names())}, "
-                           "or path/to/file.py:NAME, or package.module:NAME")
+        raise unknown_problem(spec)
     attribute = attribute or "problem"
     where = f"problem file {target!r}" if is_file else f"problem module {target!r}"
     module = _import_file(target) if is_file else _import_module(target)

@@ -175,7 +175,8 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
           quadrature_simplices: str = DEFAULT_QUADRATURE_SIMPLICES, autonomous: bool | None = None,
           coefficients_free_of_t: bool | None = None, compute_errors: bool = True,
           progress: Callable[[str], None] | None = None, assembler: Callable | None = None,
-          options: AssemblyOptions | None = None, nonlinear: Any = None, **choices: Any) -> MarchResult:
+          options: AssemblyOptions | None = None, nonlinear: Any = None,
+          on_slab: Callable[[DGSpace, Any, float], None] | None = None, **choices: Any) -> MarchResult:
     """Solve a space-time problem slab by slab; returns a :class:`MarchResult`.
 
     Parameters
@@ -225,6 +226,9 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         step's linear system solved by ``method``).  Each slab starts from the previous slab's
         solution (slabs of one length share their dofs), the first from zero; the bottom load of the
         trace enters the residual.  One process (no ``assembler``), the CPU or one device
+    on_slab : called after each slab with (its space, its solution, its end time t_n): e.g. to keep
+        the solution at each slab's end (:class:`polydg.output.SlabSeries`).  The solution is in the
+        backend's arrays (CuPy on a GPU)
     options : the :class:`~polydg.assembly.AssemblyOptions` of every slab's
         assembly (or its fields as keywords ``choices``: penalty,
         quadrature_extra, backend, ...), every one passed to each slab as
@@ -351,6 +355,8 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         stage["slab"] = time.perf_counter() - start - stage.get("jit", 0.0)
         timings.append(stage)
         previous = (space, u, t1)
+        if on_slab is not None:
+            on_slab(space, u, t1)
         if progress is not None:
             reuse = ", factorisation reused" if solve_info.get("reused_factorisation") else ""
             progress(f"slab {n}/{len(nodes) - 1} ({t0:.4g}, {t1:.4g}): {space.n_dofs:,} dofs, "
