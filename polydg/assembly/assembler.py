@@ -4,17 +4,18 @@ An assembly is a plan and three passes (DESIGN.md section 5)::
 
     DGSpace, Problem --plan_assembly--> AssemblyPlan: rows, tables, rule degrees,
                                         sparsity pattern, face penalty, chunks
-                     --volume_pass, interior_face_pass, boundary_face_pass-->
+                     --volume, interior-face, boundary-face passes-->
                        per chunk: quadrature points, coefficients, compiled kernels
                      --> CSR values and load --> AssemblyResult
 
-``plan.py`` decides, ``passes.py`` executes (on the CPU), ``kernels.py``
-computes: volume blocks from Legendre moments of the coefficients
+``plan.py`` decides, ``passes.py`` executes (on the CPU; ``cuda_passes.py``
+on a GPU) with the executor of the reduction that ``approach`` names
+(``reductions/``), ``kernels.py`` computes: volume blocks from Legendre moments of the coefficients
 (``moments.py``), face blocks with the batched forms of ``batched.py``;
 ``forms.py`` holds the same mathematics one point at a time (the GPU's
 form; all three are tested against one another).
 
-Three reductions give the same matrix up to round-off:
+Three reductions (``reductions/``, one registered module each) give the same matrix up to round-off:
 
 * ``"2"`` (default): row kernels write each block once, in a fixed order;
   bitwise reproducible for any chunk size and thread count.
@@ -38,15 +39,15 @@ from ..errors import OptionError
 from ..problem import as_problem
 from ..threads import thread_count
 from .coefficients import Coefficients
-from .passes import PassContext, boundary_face_pass, boundary_modes, interior_face_pass, volume_pass
 from .pattern import compile_pattern_kernels
 from .penalty import PENALTY_KINDS, compile_penalty_kernels
 from .plan import plan_assembly
 from .points import compile_point_kernels
+from . import reductions
 from .timing import TIMING_KEYS, Timer
 from .workspace import Workspace
 
-APPROACHES = ("2", "atomic", "1")
+APPROACHES = tuple(reductions.REDUCTIONS)  # "2", "atomic", "1": the registered reductions
 PRECISIONS = {"double": np.float64, "single": np.float32}
 __all__ = ["APPROACHES", "PRECISIONS", "TIMING_KEYS", "AssemblyResult", "assemble"]
 
@@ -165,9 +166,8 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
                                     penalty_kind=penalty_kind, quadrature_extra=quadrature_extra,
                                     memory_budget_mb=memory_budget_mb, backend=backend, progress=progress,
                                     workspace=workspace, matrix=matrix)
-    approach = str(approach)
-    if approach not in APPROACHES:
-        raise OptionError(f"unknown approach {approach!r}; choose one of {', '.join(APPROACHES)}")
+    reduction = reductions.reduction(approach)  # the approach's entry, looked up once; OptionError if unknown
+    approach = reduction.name
     if precision not in PRECISIONS:
         raise OptionError(f"unknown precision {precision!r}; choose double or single")
     if penalty_kind not in PENALTY_KINDS:
@@ -192,8 +192,9 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
                               f"({space.mesh.n_faces}); got shape {load_boundary_faces.shape}")
     if on_device and not matrix:
         raise OptionError("the load alone (matrix=False) is assembled on the CPU (backend numpy) for now")
-    if on_device and approach == "1":
-        raise OptionError("approach '1' runs on the CPU only; on a GPU use approach 2 or atomic")
+    if on_device and reduction.gpu is None:
+        raise OptionError(f"approach {approach!r} runs on the CPU only; on a GPU use approach "
+                          f"{' or '.join(reductions.gpu_reductions())}")
     if backend == "cupy":  # a chunk's points and coefficients must also fit the device's free memory
         memory_budget_mb = min(memory_budget_mb, bk.free_memory_bytes("cupy") / 2**20 / 4)
     dtype = PRECISIONS[precision]
@@ -207,8 +208,8 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
     if elements.ndim != 1 or len(elements) == 0 or np.any(np.diff(elements) <= 0) or elements[0] < 0 \
             or elements[-1] >= n_el:
         raise OptionError(f"elements must be a non-empty increasing array of element ids in [0, {n_el})")
-    if column_numbering is not None and approach == "1":
-        raise OptionError("approach '1' sorts its own triplets: it takes no column_numbering")
+    if column_numbering is not None and not reduction.fills_pattern:
+        raise OptionError(f"approach {approach!r} builds its own matrix: it takes no column_numbering")
     if face_penalty is not None and np.shape(face_penalty) != (mesh.n_faces,):
         raise OptionError(f"face_penalty has shape {np.shape(face_penalty)}, expected ({mesh.n_faces},) (one per face)")
     if workspace is None:
@@ -232,17 +233,8 @@ def assemble(space, problem, *, approach: str = "2", precision: str = "double", 
                          column_numbering=column_numbering, backend=backend, matrix=matrix,
                          load_boundary_faces=load_boundary_faces)
     coefficients = Coefficients(problem, d, dtype, thread_count(), workspace)
-    if on_device:  # the same plan, a second executor
-        from .cuda_passes import assemble_on_device
-
-        matrix, rhs = assemble_on_device(plan, backend, coefficients, workspace, timer, progress, to_host)
-    else:
-        ctx = PassContext(plan, coefficients, workspace, timer, progress)
-        volume_pass(plan, ctx)
-        interior_face_pass(plan, ctx)
-        for mode, key in boundary_modes(problem, matrix):
-            boundary_face_pass(plan, ctx, mode, key)
-        matrix, rhs = ctx.matrix(), ctx.rhs  # matrix None for the load alone
+    # the same plan, the reduction's executor for the backend; matrix None for the load alone
+    matrix, rhs = reduction.execute(plan, backend, coefficients, workspace, timer, progress, to_host)
 
     tt = timer.t
     tt["total_kernels"] = tt["element_kernel"] + tt["interior_kernel"] + tt["boundary_kernel"] + tt["inflow_kernel"]

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import PolyDGWarning
 from ..threads import run_tasks
+from .arguments import BoundaryCoefficients, InteriorCoefficients, VolumeCoefficients
 from .workspace import Workspace
 
 #: points per piece of a coefficient evaluation (see :class:`Coefficients`)
@@ -85,7 +86,7 @@ class Coefficients:
     def _zero(self, *shape) -> np.ndarray:
         return np.zeros((1,) + shape, self.dtype)
 
-    def volume(self, x: np.ndarray, want_load: bool, want_block: bool = True):
+    def volume(self, x: np.ndarray, want_load: bool, want_block: bool = True) -> VolumeCoefficients:
         """A, b, c and f at the volume points; without ``want_block`` (the load alone) A, b, c are zero rows."""
         p, d = self.problem, self.d
         methods = self._A_B() if want_block else {}
@@ -94,15 +95,15 @@ class Coefficients:
         if want_load and p.source is not None:
             methods["source"] = p.source_at
         v = self._eval(methods, x)
-        return (v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
-                v.get("reaction", self._zero()), v.get("source", self._zero()))
+        return VolumeCoefficients(v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
+                                  v.get("reaction", self._zero()), v.get("source", self._zero()))
 
-    def interior(self, x: np.ndarray):
+    def interior(self, x: np.ndarray) -> InteriorCoefficients:
         d = self.d
         v = self._eval(self._A_B(), x)
-        return v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d))
+        return InteriorCoefficients(v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)))
 
-    def boundary(self, x: np.ndarray, normals: np.ndarray):
+    def boundary(self, x: np.ndarray, normals: np.ndarray) -> BoundaryCoefficients:
         p, d = self.problem, self.d
         methods = self._A_B()
         if p.dirichlet is not None:
@@ -114,8 +115,8 @@ class Coefficients:
                   if (p.neumann is not None and NEU.any()) else self._zero())
         else:
             NEU, GN = np.zeros(1, dtype=np.int8), self._zero()
-        return (v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
-                v.get("dirichlet", self._zero()), GN, NEU)
+        return BoundaryCoefficients(v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
+                                    v.get("dirichlet", self._zero()), GN, NEU)
 
 
 # ---------------------------------------------------------------------------
@@ -223,13 +224,13 @@ class DeviceCoefficients:
             v["reaction"] = self._at("reaction", "reaction_at", x)
         if want_load and p.source is not None:
             v["source"] = self._at("source", "source_at", x)
-        return (v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
-                v.get("reaction", self._zero()), v.get("source", self._zero()))
+        return VolumeCoefficients(v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
+                                  v.get("reaction", self._zero()), v.get("source", self._zero()))
 
     def interior(self, x):
         d = self.d
         v = self._A_B(x)
-        return v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d))
+        return InteriorCoefficients(v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)))
 
     def boundary(self, x, normals):
         p, d, xp = self.problem, self.d, self.xp
@@ -242,5 +243,5 @@ class DeviceCoefficients:
                   if (p.neumann is not None and bool(NEU.any())) else self._zero())
         else:
             NEU, GN = xp.zeros(1, dtype=np.int8), self._zero()
-        return (v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
-                v.get("dirichlet", self._zero()), GN, NEU)
+        return BoundaryCoefficients(v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
+                                    v.get("dirichlet", self._zero()), GN, NEU)

@@ -25,6 +25,7 @@ import scipy.sparse as sp
 
 from ..assembly.assembler import AssemblyResult, assemble
 from ..assembly.passes import expand_ranges
+from ..assembly.reductions import reduction
 from ..partition.ranks import balance, element_work, rank_partition
 from ..problem import as_problem
 from .comm import bind_rank_device, collective_phase
@@ -215,9 +216,9 @@ def assemble_distributed(space, problem, comm, *, ranks: np.ndarray | None = Non
     with collective_phase(comm):
         sigma = part_face_penalty(part, a_all[part.submesh.elements], penalty)
         del a_all
-        # approaches 2 and atomic write the rank numbering's columns directly; approach 1's SciPy
-        # conversion sorts local columns, relabelled after
-        direct = str(options.get("approach", "2")) != "1"
+        # a reduction that fills the pattern (approaches 2 and atomic) writes the rank numbering's columns
+        # directly; approach 1's SciPy conversion sorts local columns, relabelled after
+        direct = reduction(options.get("approach", "2")).fills_pattern
         columns = (part.rank_dof_offsets, part.rank_dof_offsets, part.n_dofs) if direct else None
         result = assemble(local_space, problem, elements=part.submesh.owned, face_penalty=sigma,
                           penalty=penalty, penalty_kind=penalty_kind, quadrature_extra=quadrature_extra,
