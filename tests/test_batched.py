@@ -12,7 +12,7 @@ import pytest
 from numba import njit
 
 from polydg.assembly import kernels as K
-from polydg.assembly.arguments import BasisTables, InteriorCoefficients, Points
+from polydg.assembly.arguments import InteriorCoefficients
 from polydg.assembly.batched import BATCH, contract
 from polydg.basis import legendre_recurrence, multi_indices
 
@@ -52,10 +52,8 @@ def _face_both(X, W, A, B, normal, sigma, boxK, scaleK, pK, nbK, boxN, scaleN, p
     for k in range(d):
         n[k] = -normal[0, k]  # the normal out of K
     side_K, side_N = (boxK, scaleK, pK, nbK), (boxN, scaleN, pN, nbN)
-    basis = BasisTables(X[:1], X[:1], np.zeros(1, np.int64), np.zeros(1, np.int64), table, rec)  # rec, table read
-    K.interior_face_accumulate(n, sigma[0], 0, X.shape[0], Points(np.zeros(2, np.int64), X, W),
-                               InteriorCoefficients(A, B), side_K, side_N, basis,
-                               (An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN), refKK, refKN)
+    K.interior_face_accumulate(n, sigma[0], 0, X.shape[0], X, W, InteriorCoefficients(A, B), side_K, side_N, rec,
+                               table, (An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN), refKK, refKN)
     SK, SN = np.empty((nbmax, 2 * BATCH)), np.empty((nbmax, 2 * BATCH))
     U = np.empty((nbmax, 2 * BATCH))
     L, dL = np.empty((d, pmax + 1, BATCH)), np.empty((d, pmax + 1, BATCH))

@@ -12,7 +12,7 @@ from numba import njit
 from numpy.polynomial import legendre as npleg
 
 from polydg.assembly import kernels as K
-from polydg.assembly.arguments import BasisTables, Points, VolumeCoefficients
+from polydg.assembly.arguments import Points, VolumeCoefficients
 from polydg.assembly.assembler import assemble
 from polydg.assembly.moments import MOMENT_BATCH, MOMENT_PAD, legendre_product_coefficients, moment_rows, moment_tables
 from polydg.basis import element_box_tables, legendre_recurrence, multi_indices, tabulate_both
@@ -63,9 +63,8 @@ def _pointwise_block(X, W, A, B, C, F, lo, hi, p, table, rec):  # pragma: no cov
     leg, dleg, phi, grad = K._basis_scratch(d, nb, p, X)
     ag, bg = np.empty((d, nb), dt), np.empty(nb, dt)
     block, vec = np.zeros((nb, nb), dt), np.zeros(nb, dt)
-    basis = BasisTables(X[:1], X[:1], np.zeros(1, np.int64), np.zeros(1, np.int64), table, rec)  # rec, table read
-    K.simplex_accumulate(0, X.shape[0], Points(np.zeros(2, np.int64), X, W), VolumeCoefficients(A, B, C, F),
-                         (box, scale, p, nb), basis, True, (leg, dleg, phi, grad, ag, bg), block, vec)
+    K.simplex_accumulate(0, X.shape[0], X, W, VolumeCoefficients(A, B, C, F), (box, scale, p, nb), rec, table, True,
+                         (leg, dleg, phi, grad, ag, bg), block, vec)
     return block, vec
 
 

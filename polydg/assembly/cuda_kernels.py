@@ -29,9 +29,11 @@ imported only by the GPU executor, ``cuda_passes.py``).
 The kernels take the CPU's named structures (``arguments.py``: pattern,
 basis tables, faces, points, coefficients, values), which numba-cuda passes
 as the flat parameters of the kernel; the device functions take their
-element's tables and work arrays in tuples.  Coefficient arrays have one row
-per quadrature point or a single row (a constant); ``_row`` picks the right
-one, as on the CPU.
+element's tables and work arrays in tuples.  The pattern's index kernel
+(:func:`pattern_indices`) keeps flat arrays: it runs while the pattern is
+being built, before the plan's structures exist.  Coefficient arrays have
+one row per quadrature point or a single row (a constant); ``_row`` picks
+the right one, as on the CPU.
 """
 
 from __future__ import annotations

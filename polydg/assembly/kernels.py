@@ -27,9 +27,11 @@ references the tests compare the batched kernels with.
 The kernels take the named structures of ``arguments.py`` (the pattern, the
 basis tables, the faces, a point batch, its coefficients, the values being
 written) and the moment tables (``moments.MomentTables``), not flat lists of
-arrays.  Coefficient arrays have either one row per quadrature point or a
-single row (constant coefficient, never expanded); ``_row(r, a)`` picks the
-right one.
+arrays.  The per-batch and per-point functions they inline (``batched.py``,
+``moments.py``, ``forms.py``) keep their few arrays flat: ``forms.py``'s are
+the GPU's device functions too, and each takes the work arrays of one step.
+Coefficient arrays have either one row per quadrature point or a single row
+(constant coefficient, never expanded); ``_row(r, a)`` picks the right one.
 
 The kernels are serial loops over a range of elements or faces, run on
 several threads by :func:`~polydg.threads.parallel_range`; Numba caches them
@@ -121,23 +123,22 @@ def _dot_normal(A, n, An):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def simplex_accumulate(r0, r1, points, coef, side, basis, want_load, scratch, block,
+def simplex_accumulate(r0, r1, X, W, coef, side, rec, table, want_load, scratch, block,
                        vec):  # pragma: no cover - compiled
     """Add the volume terms of the points r0:r1 (one sub-simplex of an element; ``side`` its box tables,
     degree and basis size (box, scale, p, nb); ``scratch`` (leg, dleg, phi, grad, ag, bg))."""
-    X, W = points.x, points.weight
     A, B, C, F = coef
     box, scale, p, nb = side
     leg, dleg, phi, grad, ag, bg = scratch
     for r in range(r0, r1):
-        eval_basis_point_scaled(X[r], box, scale, basis.rec, p, basis.table, nb, leg, dleg, phi, grad)
+        eval_basis_point_scaled(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, grad)
         volume_point(W[r], phi, grad, nb, A[_row(r, A)], B[_row(r, B)], C[_row(r, C)], block, ag, bg)
         if want_load:
             load_point(W[r], phi, nb, F[_row(r, F)], vec)
 
 
 @njit(cache=True)
-def interior_face_accumulate(n, sigma_f, r0, r1, points, coef, side_K, side_N, basis, scratch, bKK,
+def interior_face_accumulate(n, sigma_f, r0, r1, X, W, coef, side_K, side_N, rec, table, scratch, bKK,
                              bKN):  # pragma: no cover - compiled
     """Add the rows of element K at the points r0:r1 of a face shared with element N.
 
@@ -145,12 +146,10 @@ def interior_face_accumulate(n, sigma_f, r0, r1, points, coef, side_K, side_N, b
     elements' (box, scale, degree, nbasis); ``scratch`` (An, leg, dleg, phiK, gradK, fluxK, phiN, gradN,
     fluxN).
     """
-    X, W = points.x, points.weight
     A, B = coef
     boxK, scaleK, pK, nbK = side_K
     boxN, scaleN, pN, nbN = side_N
     An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN = scratch
-    rec, table = basis.rec, basis.table
     d = X.shape[1]
     for r in range(r0, r1):
         eval_basis_point_scaled(X[r], boxK, scaleK, rec, pK, table, nbK, leg, dleg, phiK, gradK)
@@ -166,7 +165,7 @@ def interior_face_accumulate(n, sigma_f, r0, r1, points, coef, side_K, side_N, b
 
 
 @njit(cache=True)
-def boundary_face_accumulate(mode, n, sigma_f, r0, r1, points, coef, side, basis, scratch, block, vec,
+def boundary_face_accumulate(mode, n, sigma_f, r0, r1, X, W, coef, side, rec, table, scratch, block, vec,
                              want_block):  # pragma: no cover - compiled
     """Add the boundary terms of the points r0:r1 of one boundary face (unit outward normal ``n``, penalty
     ``sigma_f``) to the rows of its element (``side``: box, scale, degree, nbasis).
@@ -175,11 +174,9 @@ def boundary_face_accumulate(mode, n, sigma_f, r0, r1, points, coef, side, basis
     mode INFLOW: where b.n < 0 off the Neumann part, the upwind terms.
     Without ``want_block`` only the load (``vec``) is added.  ``scratch``: (An, leg, dleg, phi, grad, flux).
     """
-    X, W = points.x, points.weight
     A, B, GD, GN, NEU = coef
     box, scale, p, nb = side
     An, leg, dleg, phi, grad, flux = scratch
-    rec, table = basis.rec, basis.table
     d = X.shape[1]
     for r in range(r0, r1):
         ana = _dot_normal(A[_row(r, A)], n, An)
@@ -435,8 +432,8 @@ def _segment_scratch(d, like):  # pragma: no cover - compiled
 
 
 @njit(cache=True, forceinline=True)
-def _element_batch_flush(n, n_seg, segments, e, batch, tables_K, pK, nbK, basis, work, pattern,
-                         data):  # pragma: no cover - compiled
+def _element_batch_flush(n, n_seg, segments, e, adj_col, batch, tables_K, pK, nbK, elements, rec, table,
+                         work, csr):  # pragma: no cover - compiled
     """Add a batch of n points from several interfaces of element K = e to its blocks.
 
     The values and fluxes of K's basis, and of each point's neighbour's
@@ -447,15 +444,16 @@ def _element_batch_flush(n, n_seg, segments, e, batch, tables_K, pK, nbK, basis,
     block into the next batch's first segment).  One pass over a batch
     instead of one per interface: most interfaces have 4-8 points, and on
     so few the loops' set-up cost more than their arithmetic.  Arguments
-    are grouped in tuples: Numba inlines no function of more than 32.
+    are grouped in small tuples of what it reads (not the kernel's whole
+    structures: each array is more code to compile before LLVM inlines it):
+    Numba inlines no function of more than 32.
     """
     seg_k, seg_lo, seg_hi, seg_done, boxes = segments
     xb, w, An, coef = batch
     boxK, scaleK = tables_K
-    degree, nbasis, table, rec = basis.degree, basis.nbasis, basis.table, basis.rec
+    degree, nbasis = elements
     L, dL, SK, SN, U, bKK, bKN = work
-    adj_col, row_base, row_width, block_start = (pattern.adj_col, pattern.row_base, pattern.row_width,
-                                                 pattern.block_start)
+    row_base, row_width, block_start, data = csr
     one = SK.dtype.type(1)
     basis_flux_batch(xb, n, boxK, scaleK, rec, pK, table, nbK, L, dL, An, SK)
     interior_trial_batch(SK, n, nbK, w, coef, one, U)
@@ -484,7 +482,7 @@ def _interior_rows_kernel(dim: int):
         X, W = points.x, points.weight
         A, B = coef
         pts = points.offsets
-        lo, hi, degree, nbasis, table = basis.lo, basis.hi, basis.degree, basis.nbasis, basis.table
+        lo, hi, degree, nbasis, table, rec = basis
         normal, sigma, interface_offsets, face_local = faces.normal, faces.sigma, faces.interface_offsets, \
             faces.face_local
         adj_offsets, adj_col, adj_interface = pattern.adj_offsets, pattern.adj_col, pattern.adj_interface
@@ -497,7 +495,9 @@ def _interior_rows_kernel(dim: int):
         seg_k, seg_lo, seg_hi, seg_done, boxes = segments = _segment_scratch(d, data)
         boxK, scaleK = tables_K = _box_scratch(d, pmax, data)
         batch = (xb, w, An, coef_b)
+        elements = (degree, nbasis)
         work = (L, dL, SK, SN, U, bKK, bKN)
+        csr = (row_base, row_width, block_start, data)
         for e in range(e_lo, e_hi):
             if row_base[e] < 0:
                 continue
@@ -541,8 +541,8 @@ def _interior_rows_kernel(dim: int):
                             first = q
                         # one call site: the flush is inlined, and each copy costs compile time
                         if q == BATCH or (done and k == k_final):
-                            _element_batch_flush(q, n_seg, segments, e, batch, tables_K, pK, nbK, basis, work,
-                                                 pattern, data)
+                            _element_batch_flush(q, n_seg, segments, e, adj_col, batch, tables_K, pK, nbK,
+                                                 elements, rec, table, work, csr)
                             q = first = n_seg = np.int64(0)
             _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], bKK, nbK, nbK)
 
@@ -586,9 +586,9 @@ def _boundary_scratch(d, nbmax, pmax, like):  # pragma: no cover - compiled
 @range_kernel
 def _boundary_rows(e_lo, e_hi, mode, points, coef, basis, faces, pattern, want_block,
                    values):  # pragma: no cover - compiled
-    d = points.x.shape[1]
-    pts = points.offsets
-    lo, hi, degree, nbasis, table = basis.lo, basis.hi, basis.degree, basis.nbasis, basis.table
+    pts, X, W = points
+    d = X.shape[1]
+    lo, hi, degree, nbasis, table, rec = basis
     boundary_offsets, face_local, normal, sigma = faces.boundary_offsets, faces.face_local, faces.normal, faces.sigma
     row_base, row_width, block_start, diag_entry, row_start = (pattern.row_base, pattern.row_width,
                                                                pattern.block_start, pattern.diag_entry,
@@ -609,7 +609,7 @@ def _boundary_rows(e_lo, e_hi, mode, points, coef, basis, faces, pattern, want_b
             fl = face_local[f]
             if fl < 0:  # a face left out: its terms vanish (passes.contributing_boundary_faces)
                 continue
-            boundary_face_accumulate(mode, normal[f], sigma[f], pts[fl], pts[fl + 1], points, coef, side, basis,
+            boundary_face_accumulate(mode, normal[f], sigma[f], pts[fl], pts[fl + 1], X, W, coef, side, rec, table,
                                      scratch, block, vec, want_block)
         if want_block:
             _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
@@ -744,9 +744,9 @@ def interior_face_blocks(face_list, points, coef, basis, faces, buffers) -> None
 @range_kernel
 def _boundary_face_blocks(t_lo, t_hi, mode, face_list, points, coef, basis, faces,
                           buffers):  # pragma: no cover - compiled
-    d = points.x.shape[1]
-    pts = points.offsets
-    lo, hi, degree, nbasis, table = basis.lo, basis.hi, basis.degree, basis.nbasis, basis.table
+    pts, X, W = points
+    d = X.shape[1]
+    lo, hi, degree, nbasis, table, rec = basis
     face_elements, face_local, normal, sigma = faces.face_elements, faces.face_local, faces.normal, faces.sigma
     vals, vals_offsets, loads, load_offsets = buffers
     pmax = _table_degree(table)
@@ -759,8 +759,8 @@ def _boundary_face_blocks(t_lo, t_hi, mode, face_list, points, coef, basis, face
         block[:nb, :nb] = 0.0
         vec[:nb] = 0.0
         element_box_tables(lo[e], hi[e], degree[e], box, scale)
-        boundary_face_accumulate(mode, normal[f], sigma[f], pts[fl], pts[fl + 1], points, coef,
-                                 (box, scale, degree[e], nb), basis, scratch, block, vec, True)
+        boundary_face_accumulate(mode, normal[f], sigma[f], pts[fl], pts[fl + 1], X, W, coef,
+                                 (box, scale, degree[e], nb), rec, table, scratch, block, vec, True)
         v0 = vals_offsets[t]
         for i in range(nb):
             for j in range(nb):
