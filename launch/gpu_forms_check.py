@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     import math
 
     from polydg.assembly import kernels as K
+    from polydg.assembly.arguments import (BasisTables, EntityBuffers, FaceTables, InteriorCoefficients, Points,
+                                           VolumeCoefficients)
     from polydg.assembly.coefficients import Coefficients
     from polydg.assembly.plan import face_rule_degrees
     from polydg.assembly.forms import interior_face_point, load_point, normal_flux, volume_point
@@ -133,9 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     ref_load = np.empty(ns * NB)
     # the CPU reference: the moment form (its Legendre values reach degree 2P)
     from polydg.assembly.moments import moment_tables
-    K.simplex_blocks(0, ns, mesh.simplex_element, batch.offsets, batch.x, batch.weight, A, B, C, F, lo, hi, degree,
-                     nbasis, table, legendre_recurrence(2 * P), True, *moment_tables(P, D), ref,
-                     np.arange(ns + 1, dtype=np.int64) * NB * NB, ref_load, np.arange(ns + 1, dtype=np.int64) * NB)
+    K.simplex_blocks(0, ns, mesh.simplex_element, Points(batch.offsets, batch.x, batch.weight),
+                     VolumeCoefficients(A, B, C, F),
+                     BasisTables(lo, hi, degree, nbasis, table, legendre_recurrence(2 * P)),
+                     moment_tables(P, D), True,
+                     EntityBuffers(ref, np.arange(ns + 1, dtype=np.int64) * NB * NB, ref_load,
+                                   np.arange(ns + 1, dtype=np.int64) * NB))
     host = (mesh.simplex_element, batch.offsets, batch.x, batch.weight, A, B, C, F, lo, hi, table, rec)
     dev = [cuda.to_device(np.ascontiguousarray(a)) for a in host]
     vals, loads = cuda.device_array((ns, NB, NB)), cuda.device_array((ns, NB))
@@ -209,8 +214,13 @@ def main(argv: list[str] | None = None) -> int:
     sigma = face_penalty(mesh, degree, diffusion_bound(mesh, problem, degree, 0))
     normal = np.ascontiguousarray(mesh.face_normal)
     ref_f = np.empty(n_int * 4 * NB * NB)
-    K.interior_face_blocks(faces, mesh.face_elements, faces, fb.offsets, fb.x, fb.weight, Af, Bf, normal, sigma, lo,
-                           hi, degree, nbasis, table, rec, ref_f, np.arange(n_int + 1, dtype=np.int64) * 4 * NB * NB)
+    # face f's points are the batch's entity f: face_local is the identity on the interior faces
+    face_tables = FaceTables(normal, sigma, mesh.face_elements, mesh.interface_offsets, np.zeros(1, dtype=np.int64),
+                             faces)
+    K.interior_face_blocks(faces, Points(fb.offsets, fb.x, fb.weight), InteriorCoefficients(Af, Bf),
+                           BasisTables(lo, hi, degree, nbasis, table, rec), face_tables,
+                           EntityBuffers(ref_f, np.arange(n_int + 1, dtype=np.int64) * 4 * NB * NB,
+                                         np.empty(0), np.zeros(0, dtype=np.int64)))
     host = (np.ascontiguousarray(mesh.face_elements[:n_int]), fb.offsets, fb.x, fb.weight, Af, Bf, normal, sigma, lo,
             hi, table, rec)
     dev = [cuda.to_device(np.ascontiguousarray(a)) for a in host]

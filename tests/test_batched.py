@@ -12,6 +12,7 @@ import pytest
 from numba import njit
 
 from polydg.assembly import kernels as K
+from polydg.assembly.arguments import InteriorCoefficients
 from polydg.assembly.batched import BATCH, contract
 from polydg.basis import legendre_recurrence, multi_indices
 
@@ -48,17 +49,17 @@ def _face_both(X, W, A, B, normal, sigma, boxK, scaleK, pK, nbK, boxN, scaleN, p
     _, _, phiN, gradN = K._basis_scratch(d, nbmax, pmax, X)
     fluxK, fluxN = np.empty(nbmax), np.empty(nbmax)
     refKK, refKN = np.zeros((nbK, nbK)), np.zeros((nbK, nbN))
-    K.interior_face_accumulate(-1.0, 0, 0, X.shape[0], X, W, A, B, normal, sigma, boxK, scaleK, pK, nbK, boxN, scaleN,
-                               pN, nbN, rec, table, n, An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN,
-                               refKK, refKN)
+    for k in range(d):
+        n[k] = -normal[0, k]  # the normal out of K
+    side_K, side_N = (boxK, scaleK, pK, nbK), (boxN, scaleN, pN, nbN)
+    K.interior_face_accumulate(n, sigma[0], 0, X.shape[0], X, W, InteriorCoefficients(A, B), side_K, side_N, rec,
+                               table, (An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN), refKK, refKN)
     SK, SN = np.empty((nbmax, 2 * BATCH)), np.empty((nbmax, 2 * BATCH))
     U = np.empty((nbmax, 2 * BATCH))
     L, dL = np.empty((d, pmax + 1, BATCH)), np.empty((d, pmax + 1, BATCH))
     xb, Anb = np.empty((d, BATCH)), np.empty((d, BATCH))
     w, coef = np.empty(BATCH), np.empty(BATCH)
     outKK, outKN = np.zeros((nbK, nbK)), np.zeros((nbK, nbN))
-    for k in range(d):
-        n[k] = -normal[0, k]
     # gathered in runs of up to 5 points, as the kernels gather face by face:
     # runs start mid-batch and batches fill across runs
     q = 0
@@ -69,8 +70,8 @@ def _face_both(X, W, A, B, normal, sigma, boxK, scaleK, pK, nbK, boxN, scaleN, p
         q += m
         r += m
         if q == BATCH or r == X.shape[0]:
-            K._interior_batch_flush(q, xb, w, Anb, coef, boxK, scaleK, pK, nbK, boxN, scaleN, pN, nbN, rec, table,
-                                    L, dL, SK, SN, U, outKK, outKN)
+            K._interior_batch_flush(q, (xb, w, Anb, coef), side_K, side_N, rec, table, (L, dL, SK, SN, U), outKK,
+                                    outKN)
             q = 0
     return refKK, refKN, outKK, outKN
 

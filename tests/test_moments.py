@@ -12,6 +12,7 @@ from numba import njit
 from numpy.polynomial import legendre as npleg
 
 from polydg.assembly import kernels as K
+from polydg.assembly.arguments import Points, VolumeCoefficients
 from polydg.assembly.assembler import assemble
 from polydg.assembly.moments import MOMENT_BATCH, MOMENT_PAD, legendre_product_coefficients, moment_rows, moment_tables
 from polydg.basis import element_box_tables, legendre_recurrence, multi_indices, tabulate_both
@@ -46,11 +47,9 @@ def _moment_block(X, W, A, B, C, F, lo, hi, p, table, rec, tabs):  # pragma: no 
     L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S = K._moment_scratch(d, nb, p, tabs.psi.shape[0], X)
     box, scale = np.empty((d, 2), dt), np.empty((d, p + 1), dt)
     element_box_tables(lo, hi, p, box, scale)
-    a_kind = K.volume_moments(0, X.shape[0], X, W, A, B, C, F, True, True, box, rec, p, tabs.psi, tabs.counts, L, xb,
-                              w, Ab, Bb, Cb, Fb, mu)
-    psi, counts, iso_start, iso_rows, iso_src, iso_coef, full_start, full_rows, full_src, full_coef = tabs
-    K.volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src, iso_coef,
-                   full_start, full_rows, full_src, full_coef, S, block, vec)
+    a_kind = K.volume_moments(0, X.shape[0], Points(np.zeros(2, np.int64), X, W), VolumeCoefficients(A, B, C, F),
+                              True, True, box, rec, p, tabs, (L, xb, w, Ab, Bb, Cb, Fb), mu)
+    K.volume_block(p, nb, tabs, mu, mus, a_kind, Ab, box, scale, table, S, block, vec)
     return block, vec, a_kind
 
 
@@ -64,8 +63,8 @@ def _pointwise_block(X, W, A, B, C, F, lo, hi, p, table, rec):  # pragma: no cov
     leg, dleg, phi, grad = K._basis_scratch(d, nb, p, X)
     ag, bg = np.empty((d, nb), dt), np.empty(nb, dt)
     block, vec = np.zeros((nb, nb), dt), np.zeros(nb, dt)
-    K.simplex_accumulate(0, X.shape[0], X, W, A, B, C, F, box, scale, rec, p, table, nb, True, leg, dleg, phi, grad,
-                         ag, bg, block, vec)
+    K.simplex_accumulate(0, X.shape[0], X, W, VolumeCoefficients(A, B, C, F), (box, scale, p, nb), rec, table, True,
+                         (leg, dleg, phi, grad, ag, bg), block, vec)
     return block, vec
 
 

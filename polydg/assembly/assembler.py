@@ -4,17 +4,19 @@ An assembly is a plan and three passes (DESIGN.md section 5)::
 
     DGSpace, Problem --plan_assembly--> AssemblyPlan: rows, tables, rule degrees,
                                         sparsity pattern, face penalty, chunks
-                     --volume_pass, interior_face_pass, boundary_face_pass-->
+                     --volume, interior-face, boundary-face passes-->
                        per chunk: quadrature points, coefficients, compiled kernels
                      --> CSR values and load --> AssemblyResult
 
-``plan.py`` decides, ``passes.py`` executes (on the CPU), ``kernels.py``
-computes: volume blocks from Legendre moments of the coefficients
-(``moments.py``), face blocks with the batched forms of ``batched.py``;
-``forms.py`` holds the same mathematics one point at a time (the GPU's
-form; all three are tested against one another).
+``plan.py`` decides, ``passes.py`` executes (on the CPU; ``cuda_passes.py``
+on a GPU) with the executor of the reduction that ``approach`` names
+(``reductions/``), ``kernels.py`` computes: volume blocks from Legendre
+moments of the coefficients (``moments.py``), face blocks with the batched
+forms of ``batched.py``; ``forms.py`` holds the same mathematics one point
+at a time (the GPU's form; all three are tested against one another).
 
-Three reductions give the same matrix up to round-off:
+Three reductions (``reductions/``, one registered module each) give the same
+matrix up to round-off:
 
 * ``"2"`` (default): row kernels write each block once, in a fixed order;
   bitwise reproducible for any chunk size and thread count.
@@ -37,13 +39,13 @@ from ..threads import thread_count
 from .coefficients import Coefficients
 from .finite import check_finite_result
 from .memory import check_assembly_memory
-from .passes import PassContext, boundary_face_pass, boundary_modes, interior_face_pass, volume_pass
 from .pattern import compile_pattern_kernels
 from .penalty import compile_penalty_kernels
 from .options import APPROACHES, PRECISIONS, AssemblyOptions, assembly_options
 from .plan import plan_assembly
 from .result import AssemblyResult
 from .points import compile_point_kernels
+from .reductions import reduction
 from .scope import AssemblyScope
 from .timing import TIMING_KEYS, Timer
 from .workspace import Workspace
@@ -109,7 +111,8 @@ def assemble(space, problem, options: AssemblyOptions | None = None, *, matrix: 
     if not isinstance(scope, AssemblyScope):
         raise OptionError(f"scope must be an AssemblyScope, got {type(scope).__name__}")
     mesh = space.mesh
-    scope.check(mesh, options.approach, matrix)
+    entry = reduction(options.approach)  # the approach's registered reduction: its executors
+    scope.check(mesh, entry, matrix)
     run = options.resolved()  # "auto" decided; approach 1 refused on a GPU
     on_device = bk.is_device(run.backend)
     if on_device and not matrix:
@@ -142,17 +145,8 @@ def assemble(space, problem, options: AssemblyOptions | None = None, *, matrix: 
 
     plan = plan_assembly(space, problem, run, scope, timer=timer, matrix=matrix)
     coefficients = Coefficients(problem, d, plan.dtype, thread_count(), workspace)
-    if on_device:  # the same plan, a second executor
-        from .cuda_passes import assemble_on_device
-
-        matrix, rhs = assemble_on_device(plan, run.backend, coefficients, workspace, timer, progress, run.to_host)
-    else:
-        ctx = PassContext(plan, coefficients, workspace, timer, progress)
-        volume_pass(plan, ctx)
-        interior_face_pass(plan, ctx)
-        for mode, key in boundary_modes(problem, matrix):
-            boundary_face_pass(plan, ctx, mode, key)
-        matrix, rhs = ctx.matrix(), ctx.rhs  # matrix None for the load alone
+    # the same plan, the executor of the approach's reduction for the backend; matrix None for the load alone
+    matrix, rhs = entry.execute(plan, run.backend, coefficients, workspace, timer, progress, run.to_host)
 
     tt = timer.t
     tt["total_kernels"] = tt["element_kernel"] + tt["interior_kernel"] + tt["boundary_kernel"] + tt["inflow_kernel"]

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import PolyDGWarning
 from ..threads import run_tasks
+from .arguments import BoundaryCoefficients, InteriorCoefficients, VolumeCoefficients
 from .workspace import Workspace
 
 #: points per piece of a coefficient evaluation (see :class:`Coefficients`)
@@ -30,15 +31,13 @@ class Coefficients:
     A large batch is evaluated in pieces of :data:`COEFFICIENT_PIECE` points,
     every coefficient of a piece before the next piece, so that the piece's
     points are read from memory once and stay in the core's cache for the
-    others (b, c and f of 2M points at 2D p = 1, 2 threads: 14.5 -> 12.2 ms).  Each
-    value is written into the kernel's array (a ``workspace`` buffer named
-    after the coefficient, when given) by several threads (NumPy's ufuncs
-    release the GIL).  Measured on paper-3d, 2 threads, against two whole
-    halves copied afterwards: 6M volume points 0.15 -> 0.11 s, 5M face
-    points 0.048 -> 0.024 s (pieces of 16k points: 0.155 / 0.040 s; 128k
-    best; 256k no better).  Coefficient callables must therefore be pure
-    functions of their arguments, as the Problem contract asks; ``threads=1``
-    evaluates the pieces in order on the calling thread.
+    others.  Each value is written into the kernel's array (a ``workspace``
+    buffer named after the coefficient, when given) by several threads
+    (NumPy's ufuncs release the GIL), not copied afterwards; the piece size
+    is the best one measured (docs/performance.md).  Coefficient callables
+    must therefore be pure functions of their arguments, as the Problem
+    contract asks; ``threads=1`` evaluates the pieces in order on the
+    calling thread.
     """
 
     def __init__(self, problem, d: int, dtype, threads: int, workspace: Workspace | None = None):
@@ -85,7 +84,7 @@ class Coefficients:
     def _zero(self, *shape) -> np.ndarray:
         return np.zeros((1,) + shape, self.dtype)
 
-    def volume(self, x: np.ndarray, want_load: bool, want_block: bool = True):
+    def volume(self, x: np.ndarray, want_load: bool, want_block: bool = True) -> VolumeCoefficients:
         """A, b, c and f at the volume points; without ``want_block`` (the load alone) A, b, c are zero rows."""
         p, d = self.problem, self.d
         methods = self._A_B() if want_block else {}
@@ -94,15 +93,15 @@ class Coefficients:
         if want_load and p.source is not None:
             methods["source"] = p.source_at
         v = self._eval(methods, x)
-        return (v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
-                v.get("reaction", self._zero()), v.get("source", self._zero()))
+        return VolumeCoefficients(v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
+                                  v.get("reaction", self._zero()), v.get("source", self._zero()))
 
-    def interior(self, x: np.ndarray):
+    def interior(self, x: np.ndarray) -> InteriorCoefficients:
         d = self.d
         v = self._eval(self._A_B(), x)
-        return v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d))
+        return InteriorCoefficients(v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)))
 
-    def boundary(self, x: np.ndarray, normals: np.ndarray):
+    def boundary(self, x: np.ndarray, normals: np.ndarray) -> BoundaryCoefficients:
         p, d = self.problem, self.d
         methods = self._A_B()
         if p.dirichlet is not None:
@@ -114,8 +113,8 @@ class Coefficients:
                   if (p.neumann is not None and NEU.any()) else self._zero())
         else:
             NEU, GN = np.zeros(1, dtype=np.int8), self._zero()
-        return (v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
-                v.get("dirichlet", self._zero()), GN, NEU)
+        return BoundaryCoefficients(v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
+                                    v.get("dirichlet", self._zero()), GN, NEU)
 
 
 # ---------------------------------------------------------------------------
@@ -223,13 +222,13 @@ class DeviceCoefficients:
             v["reaction"] = self._at("reaction", "reaction_at", x)
         if want_load and p.source is not None:
             v["source"] = self._at("source", "source_at", x)
-        return (v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
-                v.get("reaction", self._zero()), v.get("source", self._zero()))
+        return VolumeCoefficients(v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
+                                  v.get("reaction", self._zero()), v.get("source", self._zero()))
 
     def interior(self, x):
         d = self.d
         v = self._A_B(x)
-        return v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d))
+        return InteriorCoefficients(v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)))
 
     def boundary(self, x, normals):
         p, d, xp = self.problem, self.d, self.xp
@@ -242,5 +241,5 @@ class DeviceCoefficients:
                   if (p.neumann is not None and bool(NEU.any())) else self._zero())
         else:
             NEU, GN = xp.zeros(1, dtype=np.int8), self._zero()
-        return (v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
-                v.get("dirichlet", self._zero()), GN, NEU)
+        return BoundaryCoefficients(v.get("diffusion", self._zero(d, d)), v.get("advection", self._zero(d)),
+                                    v.get("dirichlet", self._zero()), GN, NEU)

@@ -26,8 +26,17 @@ NumPy arrays under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``, set
 before ``numba.cuda`` is first imported; this module imports it, so it is
 imported only by the GPU executor, ``cuda_passes.py``).
 
-Coefficient arrays have one row per quadrature point or a single row (a
-constant); ``_row`` picks the right one, as on the CPU.
+The kernels take the CPU's named structures (``arguments.py``: pattern,
+basis tables, faces, points, coefficients, values): a launch flattens a
+tuple argument, a ``NamedTuple`` included, into one kernel parameter per
+array, so the grouping costs the launch nothing; the device functions take
+their element's tables and work arrays in tuples.  Flat arrays stay in the
+pattern's index kernel (:func:`pattern_indices`), launched while the
+pattern is being built, before the plan's structures exist, and in the
+per-point device functions, which are ``forms.py``'s and ``basis.py``'s CPU
+source compiled again and so keep its signatures.  Coefficient arrays have
+one row per quadrature point or a single row (a constant); ``_row`` picks
+the right one, as on the CPU.
 """
 
 from __future__ import annotations
@@ -68,8 +77,14 @@ def _row(r, a):
 
 
 @cuda.jit(device=True)
-def simplex_terms(r0, r1, X, W, A, B, C, F, box, scale, rec, p, table, nb, leg, dleg, phi, gradT, ag, bg, block, vec):
-    """Add the volume terms and load of the points r0:r1 (one sub-simplex) to block and vec."""
+def simplex_terms(r0, r1, points, coef, side, rec, table, scratch, block, vec):
+    """Add the volume terms and load of the points r0:r1 (one sub-simplex) to block and vec.
+
+    ``side``: the element's (box, scale, degree, nbasis); ``scratch``: (leg, dleg, phi, gradT, ag, bg)."""
+    X, W = points.x, points.weight
+    A, B, C, F = coef
+    box, scale, p, nb = side
+    leg, dleg, phi, gradT, ag, bg = scratch
     for r in range(r0, r1):
         _basis(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, gradT)
         _volume(W[r], phi, gradT, nb, A[_row(r, A)], B[_row(r, B)], C[_row(r, C)], block, ag, bg)
@@ -77,9 +92,16 @@ def simplex_terms(r0, r1, X, W, A, B, C, F, box, scale, rec, p, table, nb, leg, 
 
 
 @cuda.jit(device=True)
-def interior_terms(r0, r1, X, W, A, B, n, sigma, boxK, scaleK, pK, nbK, boxN, scaleN, pN, nbN, rec, table, An,
-                   leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN, bKK, bKN):
-    """Add the rows of element K at the points r0:r1 of a face shared with N (n: the normal out of K)."""
+def interior_terms(r0, r1, points, coef, n, sigma, side_K, side_N, rec, table, scratch, bKK, bKN):
+    """Add the rows of element K at the points r0:r1 of a face shared with N (n: the normal out of K).
+
+    ``side_K``, ``side_N``: (box, scale, degree, nbasis); ``scratch``: (An, leg, dleg, phiK, gradK, fluxK,
+    phiN, gradN, fluxN)."""
+    X, W = points.x, points.weight
+    A, B = coef
+    boxK, scaleK, pK, nbK = side_K
+    boxN, scaleN, pN, nbN = side_N
+    An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN = scratch
     d = X.shape[1]
     for r in range(r0, r1):
         _basis(X[r], boxK, scaleK, rec, pK, table, nbK, leg, dleg, phiK, gradK)
@@ -95,13 +117,17 @@ def interior_terms(r0, r1, X, W, A, B, n, sigma, boxK, scaleK, pK, nbK, boxN, sc
 
 
 @cuda.jit(device=True)
-def boundary_terms(mode, r0, r1, X, W, A, B, GD, GN, NEU, n, sigma, box, scale, rec, p, table, nb, An, leg, dleg,
-                   phi, gradT, flux, block, vec):
+def boundary_terms(mode, r0, r1, points, coef, n, sigma, side, rec, table, scratch, block, vec):
     """Add the boundary terms of the points r0:r1 of one boundary face (n outward), as ``kernels.py`` does:
 
     mode DIFFUSIVE: where n.A n > 0, the Dirichlet SIP terms or the Neumann load;
     mode INFLOW: where b.n < 0 off the Neumann part, the upwind terms (outflow points add nothing).
+    ``side``: the element's (box, scale, degree, nbasis); ``scratch``: (An, leg, dleg, phi, gradT, flux).
     """
+    X, W = points.x, points.weight
+    A, B, GD, GN, NEU = coef
+    box, scale, p, nb = side
+    An, leg, dleg, phi, gradT, flux = scratch
     d = X.shape[1]
     for r in range(r0, r1):
         ana = _dot_n(A[_row(r, A)], n, An)
@@ -186,8 +212,9 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
     length) differ between the two.
 
     Each kernel's first argument is the number of threads that do work
-    (:func:`launch` passes it); the rest are documented at their launch in
-    ``cuda_passes.py``.  Compiled by numba-cuda at their first launch.
+    (:func:`launch` passes it), then where its range starts, then the named
+    structures of ``arguments.py`` (launched by the reductions' GPU
+    executors, ``reductions/``).  Compiled by numba-cuda at their first launch.
     """
     D, P1 = int(dim), int(pmax) + 1
     TABLE = np.ascontiguousarray(basis_indices(int(pmax), D, basis), dtype=np.int64)
@@ -198,8 +225,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
     # -- volume ---------------------------------------------------------------
 
     @cuda.jit
-    def volume_rows(n_el, e_lo, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, row_base,
-                    row_width, block_start, diag_entry, dof_offsets, first_row, data, rhs):
+    def volume_rows(n_el, e_lo, element_offsets, s_lo, points, coef, basis, pattern, values):
         t = cuda.grid(1)
         if t >= n_el:
             return
@@ -210,22 +236,23 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         phi, gradT = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT)
         ag, bg = cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
         block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
+        pts = points.offsets
         e = e_lo + t
-        if row_base[e] < 0:
+        if pattern.row_base[e] < 0:
             return  # not a row of this assembly (another rank's element, or a gap in the element set)
-        nb, p = nbasis[e], degree[e]
+        nb, p = basis.nbasis[e], basis.degree[e]
         _zero_block(block, nb, nb)
         _zero_vec(vec, nb)
-        _box_tables(lo[e], hi[e], p, box, scale)
+        _box_tables(basis.lo[e], basis.hi[e], p, box, scale)
         for s in range(element_offsets[e] - s_lo, element_offsets[e + 1] - s_lo):  # sub-simplices in order
-            simplex_terms(pts[s], pts[s + 1], X, W, A, B, C, F, box, scale, rec, p, table, nb, leg, dleg, phi,
-                          gradT, ag, bg, block, vec)
-        _add_block(data, row_base[e] + block_start[diag_entry[e]], row_width[e], block, nb, nb)
-        _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
+            simplex_terms(pts[s], pts[s + 1], points, coef, (box, scale, p, nb), rec, table,
+                          (leg, dleg, phi, gradT, ag, bg), block, vec)
+        _add_block(values.data, pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]],
+                   pattern.row_width[e], block, nb, nb)
+        _add_vec(values.rhs, pattern.row_start[e], vec, nb)
 
     @cuda.jit
-    def volume_atomic(n_s, s_lo, simplex_element, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, row_base,
-                      row_width, block_start, diag_entry, dof_offsets, first_row, data, rhs):
+    def volume_atomic(n_s, s_lo, simplex_element, points, coef, basis, pattern, values):
         t = cuda.grid(1)
         if t >= n_s:
             return
@@ -236,23 +263,24 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         phi, gradT = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT)
         ag, bg = cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
         block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
+        pts = points.offsets
         e = simplex_element[s_lo + t]
-        if row_base[e] < 0:
+        if pattern.row_base[e] < 0:
             return  # not a row of this assembly
-        nb, p = nbasis[e], degree[e]
+        nb, p = basis.nbasis[e], basis.degree[e]
         _zero_block(block, nb, nb)
         _zero_vec(vec, nb)
-        _box_tables(lo[e], hi[e], p, box, scale)
-        simplex_terms(pts[t], pts[t + 1], X, W, A, B, C, F, box, scale, rec, p, table, nb, leg, dleg, phi, gradT,
-                      ag, bg, block, vec)
-        _atomic_block(data, row_base[e] + block_start[diag_entry[e]], row_width[e], block, nb, nb)
-        _atomic_vec(rhs, dof_offsets[e] - first_row, vec, nb)
+        _box_tables(basis.lo[e], basis.hi[e], p, box, scale)
+        simplex_terms(pts[t], pts[t + 1], points, coef, (box, scale, p, nb), rec, table,
+                      (leg, dleg, phi, gradT, ag, bg), block, vec)
+        _atomic_block(values.data, pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]],
+                      pattern.row_width[e], block, nb, nb)
+        _atomic_vec(values.rhs, pattern.row_start[e], vec, nb)
 
     # -- interior faces ---------------------------------------------------------
 
     @cuda.jit
-    def interior_rows(n_el, e_lo, adj_offsets, adj_col, adj_interface, interface_offsets, face_local, pts, X, W, A, B,
-                      normal, sigma, lo, hi, degree, nbasis, row_base, row_width, block_start, diag_entry, data):
+    def interior_rows(n_el, e_lo, points, coef, basis, faces, pattern, values):
         t = cuda.grid(1)
         if t >= n_el:
             return
@@ -265,33 +293,36 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         phiN, gradN, fluxN = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
         n, An = cuda.local.array(D, DT), cuda.local.array(D, DT)
         bKK, bKN = cuda.local.array((NB, NB), DT), cuda.local.array((NB, NB), DT)
+        pts = points.offsets
+        lo, hi, degree, nbasis = basis.lo, basis.hi, basis.degree, basis.nbasis
+        row_base, row_width, block_start = pattern.row_base, pattern.row_width, pattern.block_start
         e = e_lo + t
         if row_base[e] < 0:
             return  # not a row of this assembly
         nbK, pK = nbasis[e], degree[e]
         _zero_block(bKK, nbK, nbK)
         _box_tables(lo[e], hi[e], pK, boxK, scaleK)
-        for k in range(adj_offsets[e], adj_offsets[e + 1]):  # e's neighbours in column order
-            i_f = adj_interface[k]
+        for k in range(pattern.adj_offsets[e], pattern.adj_offsets[e + 1]):  # e's neighbours in column order
+            i_f = pattern.adj_interface[k]
             if i_f < 0:
                 continue  # the diagonal entry
-            c = adj_col[k]
+            c = pattern.adj_col[k]
             nbN, pN = nbasis[c], degree[c]
             _zero_block(bKN, nbK, nbN)
             _box_tables(lo[c], hi[c], pN, boxN, scaleN)
             sign = 1.0 if e < c else -1.0  # stored normals point from the lower element to the higher
-            for f in range(interface_offsets[i_f], interface_offsets[i_f + 1]):  # the interface's faces in order
+            for f in range(faces.interface_offsets[i_f], faces.interface_offsets[i_f + 1]):  # in order
                 for m in range(D):
-                    n[m] = sign * normal[f, m]
-                fl = face_local[f]
-                interior_terms(pts[fl], pts[fl + 1], X, W, A, B, n, sigma[f], boxK, scaleK, pK, nbK, boxN, scaleN, pN,
-                               nbN, rec, table, An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN, bKK, bKN)
-            _add_block(data, row_base[e] + block_start[k], row_width[e], bKN, nbK, nbN)
-        _add_block(data, row_base[e] + block_start[diag_entry[e]], row_width[e], bKK, nbK, nbK)
+                    n[m] = sign * faces.normal[f, m]
+                fl = faces.face_local[f]
+                interior_terms(pts[fl], pts[fl + 1], points, coef, n, faces.sigma[f], (boxK, scaleK, pK, nbK),
+                               (boxN, scaleN, pN, nbN), rec, table,
+                               (An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN), bKK, bKN)
+            _add_block(values.data, row_base[e] + block_start[k], row_width[e], bKN, nbK, nbN)
+        _add_block(values.data, row_base[e] + block_start[pattern.diag_entry[e]], row_width[e], bKK, nbK, nbK)
 
     @cuda.jit
-    def interior_atomic(n_sides, f_lo, face_elements, side_entry, pts, X, W, A, B, normal, sigma, lo, hi, degree,
-                        nbasis, row_base, row_width, block_start, diag_entry, data):
+    def interior_atomic(n_sides, f_lo, side_entry, points, coef, basis, faces, pattern, values):
         t = cuda.grid(1)
         if t >= n_sides:
             return
@@ -304,9 +335,12 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         phiN, gradN, fluxN = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
         n, An = cuda.local.array(D, DT), cuda.local.array(D, DT)
         bKK, bKN = cuda.local.array((NB, NB), DT), cuda.local.array((NB, NB), DT)
+        pts = points.offsets
+        lo, hi, degree, nbasis = basis.lo, basis.hi, basis.degree, basis.nbasis
+        row_base, row_width, block_start = pattern.row_base, pattern.row_width, pattern.block_start
         fl, side = t // 2, t % 2  # thread 2 fl + side: the rows of face fl's element on that side
         f = f_lo + fl
-        e, c = face_elements[f, side], face_elements[f, 1 - side]
+        e, c = faces.face_elements[f, side], faces.face_elements[f, 1 - side]
         if row_base[e] < 0:
             return  # the rows of this side are not assembled here
         nbK, pK, nbN, pN = nbasis[e], degree[e], nbasis[c], degree[c]
@@ -316,23 +350,23 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         _box_tables(lo[c], hi[c], pN, boxN, scaleN)
         sign = 1.0 if side == 0 else -1.0
         for m in range(D):
-            n[m] = sign * normal[f, m]
-        interior_terms(pts[fl], pts[fl + 1], X, W, A, B, n, sigma[f], boxK, scaleK, pK, nbK, boxN, scaleN, pN, nbN,
-                       rec, table, An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN, bKK, bKN)
-        _atomic_block(data, row_base[e] + block_start[diag_entry[e]], row_width[e], bKK, nbK, nbK)
-        _atomic_block(data, row_base[e] + block_start[side_entry[fl, side]], row_width[e], bKN, nbK, nbN)
+            n[m] = sign * faces.normal[f, m]
+        interior_terms(pts[fl], pts[fl + 1], points, coef, n, faces.sigma[f], (boxK, scaleK, pK, nbK),
+                       (boxN, scaleN, pN, nbN), rec, table, (An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN),
+                       bKK, bKN)
+        _atomic_block(values.data, row_base[e] + block_start[pattern.diag_entry[e]], row_width[e], bKK, nbK, nbK)
+        _atomic_block(values.data, row_base[e] + block_start[side_entry[fl, side]], row_width[e], bKN, nbK, nbN)
 
     # -- boundary faces -----------------------------------------------------------
 
     @cuda.jit
-    def boundary_rows(n_el, e_lo, mode, boundary_offsets, face_local, pts, X, W, A, B, GD, GN, NEU, normal, sigma,
-                      lo, hi, degree, nbasis, row_base, row_width, block_start, diag_entry, dof_offsets, first_row,
-                      data, rhs):
+    def boundary_rows(n_el, e_lo, mode, points, coef, basis, faces, pattern, values):
         t = cuda.grid(1)
         if t >= n_el:
             return
         e = e_lo + t
-        if boundary_offsets[e] == boundary_offsets[e + 1] or row_base[e] < 0:
+        boundary_offsets = faces.boundary_offsets
+        if boundary_offsets[e] == boundary_offsets[e + 1] or pattern.row_base[e] < 0:
             return  # no boundary face, or not a row of this assembly
         table = cuda.const.array_like(TABLE)
         rec = cuda.const.array_like(REC)
@@ -341,20 +375,21 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         phi, gradT, flux = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
         An = cuda.local.array(D, DT)
         block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
-        nb, p = nbasis[e], degree[e]
+        pts = points.offsets
+        nb, p = basis.nbasis[e], basis.degree[e]
         _zero_block(block, nb, nb)
         _zero_vec(vec, nb)
-        _box_tables(lo[e], hi[e], p, box, scale)
+        _box_tables(basis.lo[e], basis.hi[e], p, box, scale)
         for f in range(boundary_offsets[e], boundary_offsets[e + 1]):  # e's boundary faces in order
-            fl = face_local[f]
-            boundary_terms(mode, pts[fl], pts[fl + 1], X, W, A, B, GD, GN, NEU, normal[f], sigma[f], box, scale, rec,
-                           p, table, nb, An, leg, dleg, phi, gradT, flux, block, vec)
-        _add_block(data, row_base[e] + block_start[diag_entry[e]], row_width[e], block, nb, nb)
-        _add_vec(rhs, dof_offsets[e] - first_row, vec, nb)
+            fl = faces.face_local[f]
+            boundary_terms(mode, pts[fl], pts[fl + 1], points, coef, faces.normal[f], faces.sigma[f],
+                           (box, scale, p, nb), rec, table, (An, leg, dleg, phi, gradT, flux), block, vec)
+        _add_block(values.data, pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]],
+                   pattern.row_width[e], block, nb, nb)
+        _add_vec(values.rhs, pattern.row_start[e], vec, nb)
 
     @cuda.jit
-    def boundary_atomic(n_f, f_lo, mode, face_elements, pts, X, W, A, B, GD, GN, NEU, normal, sigma, lo, hi, degree,
-                        nbasis, row_base, row_width, block_start, diag_entry, dof_offsets, first_row, data, rhs):
+    def boundary_atomic(n_f, f_lo, mode, points, coef, basis, faces, pattern, values):
         t = cuda.grid(1)
         if t >= n_f:
             return
@@ -365,18 +400,20 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         phi, gradT, flux = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
         An = cuda.local.array(D, DT)
         block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
+        pts = points.offsets
         f = f_lo + t
-        e = face_elements[f, 0]
-        if row_base[e] < 0:
+        e = faces.face_elements[f, 0]
+        if pattern.row_base[e] < 0:
             return  # not a row of this assembly
-        nb, p = nbasis[e], degree[e]
+        nb, p = basis.nbasis[e], basis.degree[e]
         _zero_block(block, nb, nb)
         _zero_vec(vec, nb)
-        _box_tables(lo[e], hi[e], p, box, scale)
-        boundary_terms(mode, pts[t], pts[t + 1], X, W, A, B, GD, GN, NEU, normal[f], sigma[f], box, scale, rec, p,
-                       table, nb, An, leg, dleg, phi, gradT, flux, block, vec)
-        _atomic_block(data, row_base[e] + block_start[diag_entry[e]], row_width[e], block, nb, nb)
-        _atomic_vec(rhs, dof_offsets[e] - first_row, vec, nb)
+        _box_tables(basis.lo[e], basis.hi[e], p, box, scale)
+        boundary_terms(mode, pts[t], pts[t + 1], points, coef, faces.normal[f], faces.sigma[f], (box, scale, p, nb),
+                       rec, table, (An, leg, dleg, phi, gradT, flux), block, vec)
+        _atomic_block(values.data, pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]],
+                      pattern.row_width[e], block, nb, nb)
+        _atomic_vec(values.rhs, pattern.row_start[e], vec, nb)
 
     return SimpleNamespace(volume_rows=volume_rows, volume_atomic=volume_atomic, interior_rows=interior_rows,
                            interior_atomic=interior_atomic, boundary_rows=boundary_rows,

@@ -10,16 +10,15 @@ boundary faces of each mode) and for each chunk
    (``coefficients.DeviceCoefficients``: the problem's callables receive the
    backend's arrays; a NumPy-only callable is detected and evaluated on the
    host, with a one-time warning);
-2. launches the kernels of ``cuda_kernels.py``: the row kernels
-   (deterministic, one thread per element) or, with ``approach="atomic"``,
-   the entity kernels that add their blocks with ``cuda.atomic.add``.
+2. hands them to the reduction's GPU executor (``reductions/``), which
+   launches its kernels of ``cuda_kernels.py`` (:meth:`DeviceContext.run`).
 
 The sparsity pattern is built on the device (``device_pattern.py``); the
-plan's other tables cross to the device once; per chunk, the host sends the
-entities' offsets.  The CSR values and the load stay on the
-device until the end.  Arrays are
-those of the backend (:mod:`polydg.backend`): CuPy on a GPU, NumPy under
-numba-cuda's simulator (the test-only backend ``"cudasim"``).
+plan's other tables cross to the device once, as the kernels' structures
+(``arguments.plan_arguments``); per chunk, the host sends the entities'
+offsets.  The CSR values and the load stay on the device until the end.
+Arrays are those of the backend (:mod:`polydg.backend`): CuPy on a GPU,
+NumPy under numba-cuda's simulator (the test-only backend ``"cudasim"``).
 """
 
 from __future__ import annotations
@@ -31,8 +30,9 @@ import numpy as np
 
 from .. import backend as bk
 from ..errors import OptionError
+from .arguments import Points, Values, plan_arguments
 from .coefficients import Coefficients, DeviceCoefficients
-from .passes import boundary_modes, expand_ranges
+from .passes import boundary_modes
 from .plan import AssemblyPlan
 from .points import PointBatch, simplex_points_on
 from .timing import Timer
@@ -40,16 +40,14 @@ from .workspace import Workspace
 
 
 class DeviceContext:
-    """What the device passes share: the backend's arrays of the plan, the values being assembled, the kernels."""
+    """What the device passes share: the backend's arrays of the plan (``args``, the kernels' structures),
+    the values being assembled, the coefficients on the device and the kernels."""
 
     def __init__(self, plan: AssemblyPlan, backend: str, coefficients: Coefficients, workspace: Workspace,
                  timer: Timer, progress: Callable[[str, int, int], None] | None = None):
         from .cuda_kernels import gpu_kernels  # imports numba.cuda: only here, on the GPU path
 
-        if plan.approach not in ("2", "atomic"):
-            raise OptionError(f"approach {plan.approach!r} runs on the CPU only; on a GPU use approach 2 or atomic")
-        self.plan, self.backend, self.coefficients, self.workspace, self.timer = (plan, backend, coefficients,
-                                                                                  workspace, timer)
+        self.plan, self.backend, self.workspace, self.timer = plan, backend, workspace, timer
         self.progress = progress
         self.xp = bk.array_module(backend)
         space, mesh, pattern = plan.space, plan.mesh, plan.pattern
@@ -57,20 +55,17 @@ class DeviceContext:
                                   getattr(space, "basis", "P"))
         t = time.perf_counter()
         dev = self.dev
-        # row_start: each element's first row among the assembled ones (the kernels' dof_offsets - first_row)
-        self.degree, self.nbasis, self.dof_offsets = dev(space.degree), dev(space.element_dofs), dev(pattern.row_start)
-        self.lo, self.hi, self.normal, self.sigma = dev(plan.lo), dev(plan.hi), dev(plan.normal), dev(plan.sigma)
-        self.csr = (dev(pattern.row_base), dev(pattern.row_width), dev(pattern.block_start), dev(pattern.diag_entry))
-        self.first_row = 0
+        self.args = plan_arguments(plan, dev, self.xp)
+        self.face_local = self.args.faces.face_local
         self.data = self.xp.zeros(pattern.nnz, dtype=plan.dtype)
         self.rhs = self.xp.zeros(pattern.n_rows, dtype=plan.dtype)
-        self.face_local = self.xp.full(mesh.n_faces, -1, dtype=np.int64)
+        self.values = Values(self.data, self.rhs)
         self.face_normal64 = dev(mesh.face_normal)  # float64: the coefficients' normals, as on the host
         # what the point maps read, once: vertices, sub-simplices and faces with their measures
         self.mesh_points, self.simplices, self.simplex_volume = (dev(mesh.points), dev(mesh.simplices),
                                                                  dev(mesh.simplex_volume))
         self.face_vertices, self.face_measure = dev(mesh.face_vertices), dev(mesh.face_measure)
-        self.values = DeviceCoefficients(coefficients.problem, mesh.dim, plan.dtype, self.xp)
+        self.coefficients = DeviceCoefficients(coefficients.problem, mesh.dim, plan.dtype, self.xp)
         timer.add("values", t)
         self._warm: set[str] = set()
 
@@ -103,8 +98,8 @@ class DeviceContext:
 
             cuda.synchronize()
 
-    def points(self, batch: PointBatch) -> tuple[object, object, object]:
-        """The (device) batch's points and weights in the working precision, and its offsets, on the device.
+    def points(self, batch: PointBatch) -> Points:
+        """The (device) batch's offsets, points and weights in the working precision, on the device.
 
         The float64 points stay as ``self.x64``: the coefficients are evaluated there (as on the host).
         """
@@ -112,7 +107,7 @@ class DeviceContext:
         self.x64 = batch.x
         X = self.x64 if np.dtype(dtype) == np.float64 else self.x64.astype(dtype)
         W = batch.weight if np.dtype(dtype) == np.float64 else batch.weight.astype(dtype)
-        return X, W, self.dev(batch.offsets)
+        return Points(self.dev(batch.offsets), X, W)
 
     def point_normals(self, faces_dev, pts) -> object:
         """The unit normal of each point's face (float64, on the device): face ``faces_dev[i]`` owns points
@@ -122,14 +117,14 @@ class DeviceContext:
         owner = xp.searchsorted(pts, xp.arange(n_points, dtype=np.int64), side="right") - 1
         return self.face_normal64[faces_dev[owner]]
 
-    def face_points(self, faces: np.ndarray) -> tuple[PointBatch, tuple]:
+    def face_points(self, faces: np.ndarray) -> tuple[PointBatch, Points]:
         t = time.perf_counter()
         faces_dev = self.dev(faces)
         batch = simplex_points_on(self.xp, self.mesh_points, self.face_vertices[faces_dev],
                                   self.face_measure[faces_dev], self.plan.face_degrees(faces))
-        device = self.points(batch)
+        points = self.points(batch)
         self.timer.add("quadrature_points", t)
-        return batch, device
+        return batch, points
 
     def report(self, stage: str, done: int, total: int) -> None:
         if self.progress is not None:
@@ -137,106 +132,40 @@ class DeviceContext:
 
 
 # ---------------------------------------------------------------------------
-# the passes
+# the passes: points and coefficients per chunk, the executor's kernels on them
 
 
-def volume_pass(ctx: DeviceContext) -> None:
+def volume_pass(ctx: DeviceContext, passes) -> None:
     """Volume terms and load of every chunk's elements."""
     plan, timer = ctx.plan, ctx.timer
-    mesh = plan.mesh
-    element_offsets = mesh.element_offsets
-    tables = (ctx.lo, ctx.hi, ctx.degree, ctx.nbasis, *ctx.csr, ctx.dof_offsets, ctx.first_row, ctx.data, ctx.rhs)
-    offsets_dev = ctx.dev(element_offsets) if plan.approach == "2" else ctx.dev(mesh.simplex_element)
+    element_offsets = plan.mesh.element_offsets
     for ci, (e_lo, e_hi) in enumerate(plan.chunks):
         t = time.perf_counter()
         s_lo, s_hi = int(element_offsets[e_lo]), int(element_offsets[e_hi])
         q = plan.q_uniform if plan.q_uniform is not None else np.repeat(
             plan.q_element[e_lo:e_hi], np.diff(element_offsets[e_lo:e_hi + 1]))
         batch = simplex_points_on(ctx.xp, ctx.mesh_points, ctx.simplices[s_lo:s_hi], ctx.simplex_volume[s_lo:s_hi], q)
-        X, W, pts = ctx.points(batch)
+        points = ctx.points(batch)
         t = timer.add("quadrature_points", t)
-        coef = ctx.values.volume(ctx.x64, want_load=True)
+        coef = ctx.coefficients.volume(ctx.x64, want_load=True)
         timer.add("coefficients", t)
-        if plan.approach == "2":  # thread per element: its sub-simplices in order
-            ctx.run("volume_rows", e_hi - e_lo, "element_kernel", e_lo, offsets_dev, s_lo, pts, X, W, *coef, *tables)
-        else:  # thread per sub-simplex, atomic adds
-            ctx.run("volume_atomic", s_hi - s_lo, "element_kernel", s_lo, offsets_dev, pts, X, W, *coef, *tables)
+        passes.volume(e_lo, e_hi, s_lo, s_hi, points, coef)
         ctx.report("element kernel", ci + 1, len(plan.chunks))
 
 
-def interior_face_pass(ctx: DeviceContext) -> None:
-    """Interior-face terms: by element rows (deterministic) or by face sides (atomic)."""
-    if ctx.plan.mesh.n_interior_faces:
-        (_interior_rows_pass if ctx.plan.approach == "2" else _interior_sides_pass)(ctx)
-
-
-def _interior_rows_pass(ctx: DeviceContext) -> None:
-    plan, timer, xp = ctx.plan, ctx.timer, ctx.xp
-    mesh, pattern = plan.mesh, plan.pattern
-    ie = mesh.interface_elements
-    adjacency = (ctx.dev(pattern.adj_offsets), ctx.dev(pattern.adj_col), ctx.dev(plan.adj_interface),
-                 ctx.dev(mesh.interface_offsets))
-    tables = (ctx.normal, ctx.sigma, ctx.lo, ctx.hi, ctx.degree, ctx.nbasis, *ctx.csr, ctx.data)
-    for ci, (e_lo, e_hi) in enumerate(plan.chunks):
-        # every face of an interface with a side in the chunk (as passes._interior_rows_pass)
-        ifs = np.flatnonzero(((ie[:, 0] >= e_lo) & (ie[:, 0] < e_hi)) | ((ie[:, 1] >= e_lo) & (ie[:, 1] < e_hi)))
-        faces = expand_ranges(mesh.interface_offsets[ifs], mesh.interface_offsets[ifs + 1])
-        faces_dev = ctx.dev(faces)
-        ctx.face_local[faces_dev] = xp.arange(len(faces), dtype=np.int64)
-        batch, (X, W, pts) = ctx.face_points(faces)
-        t = time.perf_counter()
-        A, B = ctx.values.interior(ctx.x64)
-        timer.add("coefficients", t)
-        ctx.run("interior_rows", e_hi - e_lo, "interior_kernel", e_lo, *adjacency, ctx.face_local, pts, X, W, A, B,
-                *tables)
-        ctx.face_local[faces_dev] = -1
-        ctx.report("interior kernel", ci + 1, len(plan.chunks))
-
-
-def _interior_sides_pass(ctx: DeviceContext) -> None:
-    plan, timer = ctx.plan, ctx.timer
-    mesh, pattern = plan.mesh, plan.pattern
-    face_elements = ctx.dev(mesh.face_elements)
-    tables = (ctx.normal, ctx.sigma, ctx.lo, ctx.hi, ctx.degree, ctx.nbasis, *ctx.csr, ctx.data)
-    cuts = np.linspace(0, mesh.n_interior_faces, max(len(plan.chunks), 1) + 1).astype(np.int64)
-    for ci, (f_lo, f_hi) in enumerate(zip(cuts[:-1], cuts[1:])):
-        if f_hi == f_lo:
-            continue
-        faces = np.arange(f_lo, f_hi, dtype=np.int64)
-        batch, (X, W, pts) = ctx.face_points(faces)
-        t = time.perf_counter()
-        A, B = ctx.values.interior(ctx.x64)
-        timer.add("coefficients", t)
-        # the adjacency entry of each side's off-diagonal block: (e1, e2) for side 0, (e2, e1) for side 1
-        iface = np.searchsorted(mesh.interface_offsets, faces, side="right") - 1
-        side_entry = pattern.interface_entry[ctx.dev(iface)]
-        ctx.run("interior_atomic", 2 * len(faces), "interior_kernel", int(f_lo), face_elements, side_entry, pts, X, W,
-                A, B, *tables)
-        ctx.report("interior kernel", ci + 1, len(cuts) - 1)
-
-
-def boundary_face_pass(ctx: DeviceContext, mode: int, key: str) -> None:
+def boundary_face_pass(ctx: DeviceContext, passes, mode: int, key: str) -> None:
     """Boundary terms of one ``mode`` (``kernels.DIFFUSIVE`` or ``INFLOW``), timed as ``key``."""
     plan, timer = ctx.plan, ctx.timer
-    mesh = plan.mesh
-    tables = (ctx.normal, ctx.sigma, ctx.lo, ctx.hi, ctx.degree, ctx.nbasis, *ctx.csr, ctx.dof_offsets,
-              ctx.first_row, ctx.data, ctx.rhs)
-    where = ctx.dev(plan.boundary_offsets) if plan.approach == "2" else ctx.dev(mesh.face_elements)
     for ci, (e_lo, e_hi) in enumerate(plan.chunks):
         f0, f1 = int(plan.boundary_offsets[e_lo]), int(plan.boundary_offsets[e_hi])
         if f0 == f1:
             continue
         faces = np.arange(f0, f1, dtype=np.int64)
-        batch, (X, W, pts) = ctx.face_points(faces)
+        batch, points = ctx.face_points(faces)
         t = time.perf_counter()
-        coef = ctx.values.boundary(ctx.x64, ctx.point_normals(ctx.dev(faces), pts))
+        coef = ctx.coefficients.boundary(ctx.x64, ctx.point_normals(ctx.dev(faces), points.offsets))
         timer.add("coefficients", t)
-        if plan.approach == "2":  # thread per element: its boundary faces in order
-            ctx.face_local[f0:f1] = ctx.xp.arange(f1 - f0, dtype=np.int64)
-            ctx.run("boundary_rows", e_hi - e_lo, key, e_lo, mode, where, ctx.face_local, pts, X, W, *coef, *tables)
-            ctx.face_local[f0:f1] = -1
-        else:  # thread per boundary face, atomic adds
-            ctx.run("boundary_atomic", f1 - f0, key, f0, mode, where, pts, X, W, *coef, *tables)
+        passes.boundary(mode, key, e_lo, e_hi, faces, points, coef)
         ctx.report(key.replace("_", " "), ci + 1, len(plan.chunks))
 
 
@@ -244,10 +173,11 @@ def boundary_face_pass(ctx: DeviceContext, mode: int, key: str) -> None:
 # the executor
 
 
-def assemble_on_device(plan: AssemblyPlan, backend: str, coefficients: Coefficients, workspace: Workspace,
-                       timer: Timer, progress: Callable[[str, int, int], None] | None = None,
+def assemble_on_device(plan: AssemblyPlan, executor: Callable[[DeviceContext], object], backend: str,
+                       coefficients: Coefficients, workspace: Workspace, timer: Timer,
+                       progress: Callable[[str, int, int], None] | None = None,
                        to_host: bool = False) -> tuple[object, object]:
-    """Run the plan's passes on the device; the matrix and load vector.
+    """Run the plan's passes on the device with a reduction's GPU ``executor``; the matrix and load vector.
 
     With ``backend="cupy"`` the matrix is a ``cupyx.scipy.sparse.csr_matrix``
     and the load a CuPy array, or with ``to_host`` a SciPy CSR matrix (int64
@@ -255,10 +185,12 @@ def assemble_on_device(plan: AssemblyPlan, backend: str, coefficients: Coefficie
     the SciPy / NumPy pair.
     """
     ctx = DeviceContext(plan, backend, coefficients, workspace, timer, progress)
-    volume_pass(ctx)
-    interior_face_pass(ctx)
+    passes = executor(ctx)
+    volume_pass(ctx, passes)
+    if plan.mesh.n_interior_faces:
+        passes.interior_faces()
     for mode, key in boundary_modes(plan.problem):
-        boundary_face_pass(ctx, mode, key)
+        boundary_face_pass(ctx, passes, mode, key)
     t = time.perf_counter()
     pattern = plan.pattern
     shape = (pattern.n_rows, pattern.n_cols)

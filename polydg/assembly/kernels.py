@@ -24,6 +24,16 @@ a small share of the work, use the pointwise forms of ``forms.py``, as do
 ``simplex_accumulate`` and ``interior_face_accumulate``, the pointwise
 references the tests compare the batched kernels with.
 
+The kernels take the named structures of ``arguments.py`` (the pattern, the
+basis tables, the faces, a point batch, its coefficients, the values being
+written) and the moment tables (``moments.MomentTables``), not flat lists of
+arrays.  Flat arrays stay where a structure would cost: the accumulators
+(``simplex_accumulate`` and the face ones) are compiled calls, not inlined,
+made once per entity, and a structure handed to such a call passes and
+reference-counts every one of its fields each time, so they take the few
+arrays they read; the per-batch and per-point functions the kernels inline
+(``batched.py``, ``moments.py``, ``forms.py``) keep theirs flat because
+``forms.py``'s are the GPU's device functions too, one source for both.
 Coefficient arrays have either one row per quadrature point or a single row
 (constant coefficient, never expanded); ``_row(r, a)`` picks the right one.
 
@@ -117,9 +127,13 @@ def _dot_normal(A, n, An):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def simplex_accumulate(r0, r1, X, W, A, B, C, F, box, scale, rec, p, table, nb, want_load,
-                       leg, dleg, phi, grad, ag, bg, block, vec):  # pragma: no cover - compiled
-    """Add the volume terms of the points r0:r1 (one sub-simplex of an element with basis tables box, scale)."""
+def simplex_accumulate(r0, r1, X, W, coef, side, rec, table, want_load, scratch, block,
+                       vec):  # pragma: no cover - compiled
+    """Add the volume terms of the points r0:r1 (one sub-simplex of an element; ``side`` its box tables,
+    degree and basis size (box, scale, p, nb); ``scratch`` (leg, dleg, phi, grad, ag, bg))."""
+    A, B, C, F = coef
+    box, scale, p, nb = side
+    leg, dleg, phi, grad, ag, bg = scratch
     for r in range(r0, r1):
         eval_basis_point_scaled(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, grad)
         volume_point(W[r], phi, grad, nb, A[_row(r, A)], B[_row(r, B)], C[_row(r, C)], block, ag, bg)
@@ -128,17 +142,19 @@ def simplex_accumulate(r0, r1, X, W, A, B, C, F, box, scale, rec, p, table, nb, 
 
 
 @njit(cache=True)
-def interior_face_accumulate(sign, f, r0, r1, X, W, A, B, normal, sigma, boxK, scaleK, pK, nbK, boxN, scaleN, pN,
-                             nbN, rec, table, n, An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN,
-                             bKK, bKN):  # pragma: no cover - compiled
-    """Add the rows of element K at the points r0:r1 of face f shared with element N.
+def interior_face_accumulate(n, sigma_f, r0, r1, X, W, coef, side_K, side_N, rec, table, scratch, bKK,
+                             bKN):  # pragma: no cover - compiled
+    """Add the rows of element K at the points r0:r1 of a face shared with element N.
 
-    ``sign`` is +1 when the stored face normal points from K to N, else -1.
+    ``n`` is the face's unit normal out of K, ``sigma_f`` its penalty; ``side_K``, ``side_N`` the two
+    elements' (box, scale, degree, nbasis); ``scratch`` (An, leg, dleg, phiK, gradK, fluxK, phiN, gradN,
+    fluxN).
     """
+    A, B = coef
+    boxK, scaleK, pK, nbK = side_K
+    boxN, scaleN, pN, nbN = side_N
+    An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN = scratch
     d = X.shape[1]
-    for k in range(d):
-        n[k] = sign * normal[f, k]
-    s = sigma[f]
     for r in range(r0, r1):
         eval_basis_point_scaled(X[r], boxK, scaleK, rec, pK, table, nbK, leg, dleg, phiK, gradK)
         eval_basis_point_scaled(X[r], boxN, scaleN, rec, pN, table, nbN, leg, dleg, phiN, gradN)
@@ -149,20 +165,23 @@ def interior_face_accumulate(sign, f, r0, r1, X, W, A, B, normal, sigma, boxK, s
         bn = b[0] * n[0]
         for k in range(1, d):
             bn += b[k] * n[k]
-        interior_face_point(W[r], phiK, fluxK, nbK, phiN, fluxN, nbN, bn, s, bKK, bKN)
+        interior_face_point(W[r], phiK, fluxK, nbK, phiN, fluxN, nbN, bn, sigma_f, bKK, bKN)
 
 
 @njit(cache=True)
-def boundary_face_accumulate(mode, f, r0, r1, X, W, A, B, GD, GN, NEU, normal, sigma, box, scale, rec, p, table,
-                             nb, An, leg, dleg, phi, grad, flux, block, vec, want_block):  # pragma: no cover
-    """Add the boundary terms of face f (points r0:r1) to the rows of its element.
+def boundary_face_accumulate(mode, n, sigma_f, r0, r1, X, W, coef, side, rec, table, scratch, block, vec,
+                             want_block):  # pragma: no cover - compiled
+    """Add the boundary terms of the points r0:r1 of one boundary face (unit outward normal ``n``, penalty
+    ``sigma_f``) to the rows of its element (``side``: box, scale, degree, nbasis).
 
     mode DIFFUSIVE: where n.A n > 0, Dirichlet SIP terms or the Neumann load;
     mode INFLOW: where b.n < 0 off the Neumann part, the upwind terms.
-    Without ``want_block`` only the load (``vec``) is added.
+    Without ``want_block`` only the load (``vec``) is added.  ``scratch``: (An, leg, dleg, phi, grad, flux).
     """
+    A, B, GD, GN, NEU = coef
+    box, scale, p, nb = side
+    An, leg, dleg, phi, grad, flux = scratch
     d = X.shape[1]
-    n = normal[f]
     for r in range(r0, r1):
         ana = _dot_normal(A[_row(r, A)], n, An)
         neumann = NEU[_row(r, NEU)] != 0
@@ -175,9 +194,9 @@ def boundary_face_accumulate(mode, f, r0, r1, X, W, A, B, GD, GN, NEU, normal, s
             else:
                 normal_flux(grad, nb, An, flux)
                 if want_block:
-                    dirichlet_point(W[r], phi, flux, nb, sigma[f], GD[_row(r, GD)], block, vec)
+                    dirichlet_point(W[r], phi, flux, nb, sigma_f, GD[_row(r, GD)], block, vec)
                 else:
-                    dirichlet_load_point(W[r], phi, flux, nb, sigma[f], GD[_row(r, GD)], vec)
+                    dirichlet_load_point(W[r], phi, flux, nb, sigma_f, GD[_row(r, GD)], vec)
         else:
             b = B[_row(r, B)]
             bn = b[0] * n[0]
@@ -265,13 +284,18 @@ def _face_scratch(d, nbmax, pmax, like):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
-def volume_moments(r_first, r_last, X, W, A, B, C, F, want_load, want_block, box, rec, p, psi, counts, L, xb, w, Ab,
-                   Bb, Cb, Fb, mu):  # pragma: no cover - compiled
+def volume_moments(r_first, r_last, points, coef, want_load, want_block, box, rec, p, moments, work,
+                   mu):  # pragma: no cover - compiled
     """The moments of the points r_first:r_last (an element or one sub-simplex of degree p), in runs
     of ``MOMENT_BATCH`` points; returns how the diffusion was gathered (``batched.A_*``).
 
-    Without ``want_block`` only the source's moments (|m| <= p) are formed: the load alone needs no
-    Legendre values beyond degree p and no coefficient moments."""
+    ``work``: the run's Legendre table, points, weights and weighted coefficients (L, xb, w, Ab, Bb,
+    Cb, Fb).  Without ``want_block`` only the source's moments (|m| <= p) are formed: the load alone
+    needs no Legendre values beyond degree p and no coefficient moments."""
+    X, W = points.x, points.weight
+    A, B, C, F = coef
+    L, xb, w, Ab, Bb, Cb, Fb = work
+    psi, counts = moments.psi, moments.counts
     mu[:, :] = 0
     a_kind = A_ISOTROPIC
     for r0 in range(r_first, r_last, MOMENT_BATCH):
@@ -288,15 +312,16 @@ def volume_moments(r_first, r_last, X, W, A, B, C, F, want_load, want_block, box
 
 
 @njit(cache=True, inline="always")
-def volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src, iso_coef,
-                 full_start, full_rows, full_src, full_coef, S, block, vec):  # pragma: no cover - compiled
-    """The block and load from the moments, with the tables that match the diffusion (A = a I or not)."""
+def volume_block(p, nb, moments, mu, mus, a_kind, Ab, box, scale, table, S, block, vec):  # pragma: no cover
+    """The block and load from the moments, with the tables of ``moments`` that match the diffusion
+    (A = a I or not)."""
     # the tables are chosen first, so that the inlined block_from_moments appears once (compile time)
     iso = a_kind == A_ISOTROPIC
-    rows = iso_rows if iso else full_rows
-    src = iso_src if iso else full_src
-    coef = iso_coef if iso else full_coef
-    block_from_moments(p, nb, counts[p], mu, mus, a_kind, Ab, box, scale, table, rows, src, coef, S, block, vec)
+    rows = moments.iso_rows if iso else moments.full_rows
+    src = moments.iso_src if iso else moments.full_src
+    coef = moments.iso_coef if iso else moments.full_coef
+    block_from_moments(p, nb, moments.counts[p], mu, mus, a_kind, Ab, box, scale, table, rows, src, coef, S, block,
+                       vec)
 
 
 def _check_moment_arguments(table: np.ndarray, rec: np.ndarray) -> None:
@@ -312,19 +337,24 @@ def _element_rows_kernel(dim: int):
 
     ``dim`` is a constant of the closure, so the work arrays have
     compile-time shapes and every ``d == 3`` branch is resolved by the
-    compiler; measured (on an earlier volume form), 1.4x faster than the
-    same code with the dimension read from the arrays.
+    compiler (docs/performance.md has what that is worth).
     """
 
     @range_kernel
-    def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table, rec,
-                     row_base, row_width, block_start, diag_entry, row_start, want_load, want_block,
-                     psi, counts, iso_start, iso_rows, iso_src, iso_coef, full_start, full_rows, full_src, full_coef,
-                     data, rhs):  # pragma: no cover - compiled
+    def element_rows(e_lo, e_hi, element_offsets, s_lo, points, coef, basis, moments, pattern, want_load,
+                     want_block, values):  # pragma: no cover - compiled
         d = dim
+        lo, hi, degree, nbasis, table, rec = basis
+        row_base, row_width, block_start, diag_entry, row_start = (pattern.row_base, pattern.row_width,
+                                                                   pattern.block_start, pattern.diag_entry,
+                                                                   pattern.row_start)
+        data, rhs = values
+        pts = points.offsets
         nbmax = table.shape[0]
         pmax = _table_degree(table)
-        L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S = _moment_scratch(d, nbmax, pmax, psi.shape[0], data)
+        L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S = _moment_scratch(d, nbmax, pmax, moments.psi.shape[0],
+                                                                            data)
+        work = (L, xb, w, Ab, Bb, Cb, Fb)
         box, scale = _box_scratch(d, pmax, data)
         for e in range(e_lo, e_hi):
             if row_base[e] < 0:  # not a row of this assembly (another rank's element)
@@ -334,12 +364,10 @@ def _element_rows_kernel(dim: int):
             if want_block:
                 _prefetch_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], nb, nb)
             element_box_tables(lo[e], hi[e], p, box, scale)
-            a_kind = volume_moments(pts[element_offsets[e] - s_lo], pts[element_offsets[e + 1] - s_lo], X, W, A,
-                                    B, C, F, want_load, want_block, box, rec, p, psi, counts, L, xb, w, Ab, Bb, Cb,
-                                    Fb, mu)
+            a_kind = volume_moments(pts[element_offsets[e] - s_lo], pts[element_offsets[e + 1] - s_lo], points,
+                                    coef, want_load, want_block, box, rec, p, moments, work, mu)
             if want_block:
-                volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src,
-                             iso_coef, full_start, full_rows, full_src, full_coef, S, block, vec)
+                volume_block(p, nb, moments, mu, mus, a_kind, Ab, box, scale, table, S, block, vec)
                 _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
             else:  # the load alone (a march's slab whose matrix is kept)
                 load_from_moments(nb, mu, scale, table, S, vec)
@@ -352,26 +380,38 @@ def _element_rows_kernel(dim: int):
 _ELEMENT_ROWS = KernelsByDimension(_element_rows_kernel)
 
 
-def element_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, *args) -> None:
+def element_rows(e_lo, e_hi, element_offsets, s_lo, points, coef, basis, moments, pattern, want_load, want_block,
+                 values) -> None:
     """Volume terms and load of the elements e_lo:e_hi, from their Legendre moments (``moments.py``).
 
-    An element's sub-simplices are consecutive, and so are their points: the
+    ``points`` are the chunk's sub-simplices' (the first is sub-simplex
+    ``s_lo``; element e's are ``element_offsets[e]:element_offsets[e + 1]``),
+    ``coef`` the :class:`~polydg.assembly.arguments.VolumeCoefficients` there,
+    ``moments`` the :class:`~polydg.assembly.moments.MomentTables`.  An
+    element's sub-simplices are consecutive, and so are their points: the
     element's moments are summed over them in order, in runs of
     ``MOMENT_BATCH`` points, and its diagonal block and load are formed and
     written once.  With ``want_block`` False only the load is formed (the
     source's moments alone) and the CSR values are not touched.  Each task
     of :func:`~polydg.threads.parallel_range` takes a range of consecutive
-    elements and allocates its work arrays once.  ``rec`` must reach
+    elements and allocates its work arrays once.  ``basis.rec`` must reach
     degree 2 pmax (the moments' Legendre values).
     """
-    _check_moment_arguments(args[9], args[10])
-    parallel_range(_ELEMENT_ROWS[X.shape[1]], e_lo, e_hi, element_offsets, s_lo, pts, X, *args)
+    _check_moment_arguments(basis.table, basis.rec)
+    parallel_range(_ELEMENT_ROWS[points.x.shape[1]], e_lo, e_hi, element_offsets, s_lo, points, coef, basis, moments,
+                   pattern, want_load, want_block, values)
 
 
 @njit(cache=True, inline="always")
-def _interior_batch_flush(n, xb, w, An, coef, boxK, scaleK, pK, nbK, boxN, scaleN, pN, nbN, rec, table, L, dL,
-                          SK, SN, U, bKK, bKN):  # pragma: no cover - compiled
-    """Add the n gathered points of one face (K's side, neighbour N) to the blocks KK and KN (see ``batched.py``)."""
+def _interior_batch_flush(n, batch, side_K, side_N, rec, table, work, bKK, bKN):  # pragma: no cover - compiled
+    """Add the n gathered points of one face (K's side, neighbour N) to the blocks KK and KN (see ``batched.py``).
+
+    ``batch``: the gathered (xb, w, An, coef); ``side_K``, ``side_N``: (box, scale, degree, nbasis);
+    ``work``: (L, dL, SK, SN, U)."""
+    xb, w, An, coef = batch
+    boxK, scaleK, pK, nbK = side_K
+    boxN, scaleN, pN, nbN = side_N
+    L, dL, SK, SN, U = work
     n = pad_face_batch(n, xb, w, An, coef)
     basis_flux_batch(xb, n, boxK, scaleK, rec, pK, table, nbK, L, dL, An, SK)
     basis_flux_batch(xb, n, boxN, scaleN, rec, pN, table, nbN, L, dL, An, SN)
@@ -408,7 +448,9 @@ def _element_batch_flush(n, n_seg, segments, e, adj_col, batch, tables_K, pK, nb
     block into the next batch's first segment).  One pass over a batch
     instead of one per interface: most interfaces have 4-8 points, and on
     so few the loops' set-up cost more than their arithmetic.  Arguments
-    are grouped in tuples: Numba inlines no function of more than 32.
+    are grouped in small tuples of what it reads (not the kernel's whole
+    structures: each array is more code to compile before LLVM inlines it):
+    Numba inlines no function of more than 32.
     """
     seg_k, seg_lo, seg_hi, seg_done, boxes = segments
     xb, w, An, coef = batch
@@ -439,16 +481,24 @@ def _interior_rows_kernel(dim: int):
     """:func:`interior_rows` compiled for one space dimension (see :func:`_element_rows_kernel`)."""
 
     @range_kernel
-    def interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_offsets, face_local, pts,
-                      X, W, A, B, normal, sigma, lo, hi, degree, nbasis, table, rec,
-                      row_base, row_width, block_start, diag_entry, data):  # pragma: no cover - compiled
+    def interior_rows(e_lo, e_hi, points, coef, basis, faces, pattern, values):  # pragma: no cover - compiled
         d = dim
+        X, W = points.x, points.weight
+        A, B = coef
+        pts = points.offsets
+        lo, hi, degree, nbasis, table, rec = basis
+        normal, sigma, interface_offsets, face_local = faces.normal, faces.sigma, faces.interface_offsets, \
+            faces.face_local
+        adj_offsets, adj_col, adj_interface = pattern.adj_offsets, pattern.adj_col, pattern.adj_interface
+        row_base, row_width, block_start, diag_entry = (pattern.row_base, pattern.row_width, pattern.block_start,
+                                                        pattern.diag_entry)
+        data = values.data
         nbmax = table.shape[0]
         pmax = _table_degree(table)
-        SK, SN, U, L, dL, xb, An, w, coef, nvec, bKK, bKN = _face_scratch(d, nbmax, pmax, data)
+        SK, SN, U, L, dL, xb, An, w, coef_b, nvec, bKK, bKN = _face_scratch(d, nbmax, pmax, data)
         seg_k, seg_lo, seg_hi, seg_done, boxes = segments = _segment_scratch(d, data)
         boxK, scaleK = tables_K = _box_scratch(d, pmax, data)
-        batch = (xb, w, An, coef)
+        batch = (xb, w, An, coef_b)
         elements = (degree, nbasis)
         work = (L, dL, SK, SN, U, bKK, bKN)
         csr = (row_base, row_width, block_start, data)
@@ -482,12 +532,12 @@ def _interior_rows_kernel(dim: int):
                     r, r_end = pts[fl], pts[fl + 1]
                     while r < r_end:  # the face's points, in runs that fill the batch
                         run = min(BATCH - q, r_end - r)
-                        gather_face_points(q, r, run, X, W, A, B, nvec, sigma[f], xb, w, An, coef)
+                        gather_face_points(q, r, run, X, W, A, B, nvec, sigma[f], xb, w, An, coef_b)
                         q += run
                         r += run
                         done = r == r_end and f == f_last  # the interface's last point
                         if done:  # its segment ends here: pad it to PAD slots (a full batch needs none)
-                            q = pad_face_batch(q, xb, w, An, coef)
+                            q = pad_face_batch(q, xb, w, An, coef_b)
                         if q == BATCH or done:
                             seg_k[n_seg], seg_lo[n_seg], seg_hi[n_seg], seg_done[n_seg] = k, first, q, done
                             point_box(lo[c], hi[c], first, q, boxes)
@@ -506,41 +556,50 @@ def _interior_rows_kernel(dim: int):
 _INTERIOR_ROWS = KernelsByDimension(_interior_rows_kernel)
 
 
-def interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_offsets, face_local, pts, X,
-                  *args) -> None:
+def interior_rows(e_lo, e_hi, points, coef, basis, faces, pattern, values) -> None:
     """Interior-face terms of the rows of elements e_lo:e_hi.
 
-    Element e visits its interfaces in column order and each interface's
-    faces and points in order, gathering them into batches of ``BATCH``
-    points that span several interfaces (each interface a segment padded to
-    ``PAD`` points; one cut by a batch's end goes on in the next).  Per batch,
-    e's basis and the neighbours' bases (each point in its neighbour's box)
-    are evaluated in one pass each; block (e, c) is complete after its
+    ``points`` are the faces' of every interface with a side in the chunk
+    (face f's are entity ``faces.face_local[f]`` of the batch), ``coef`` the
+    :class:`~polydg.assembly.arguments.InteriorCoefficients` there.  Element
+    e visits its interfaces in column order and each interface's faces and
+    points in order, gathering them into batches of ``BATCH`` points that
+    span several interfaces (each interface a segment padded to ``PAD``
+    points; one cut by a batch's end goes on in the next).  Per batch, e's
+    basis and the neighbours' bases (each point in its neighbour's box) are
+    evaluated in one pass each; block (e, c) is complete after its
     interface's last segment and is written once, the diagonal block after
-    all interfaces.  Measured on the 3D benchmark's first chunk (74k
-    elements, 2 threads) against one batch per interface: 0.100 -> 0.080 s
-    at p = 1, where interfaces have 6-12 points and the per-interface loops'
-    set-up was most of the cost; 0.19-0.20 -> 0.21 s at p = 2.
+    all interfaces.  Batches across interfaces, not one per interface:
+    interfaces have few points (6-12 at p = 1 in 3D), and the per-interface
+    loops' set-up cost more than their arithmetic (docs/performance.md).
     """
-    parallel_range(_INTERIOR_ROWS[X.shape[1]], e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_offsets,
-                   face_local, pts, X, *args)
+    parallel_range(_INTERIOR_ROWS[points.x.shape[1]], e_lo, e_hi, points, coef, basis, faces, pattern, values)
 
 
 @njit(cache=True, inline="always")
 def _boundary_scratch(d, nbmax, pmax, like):  # pragma: no cover - compiled
-    """Work arrays of the pointwise boundary form: block, load, A n, the basis scratch, fluxes, box tables."""
+    """Work arrays of the pointwise boundary form: block, load, then (An, leg, dleg, phi, grad, flux) as
+    :func:`boundary_face_accumulate` takes them, then the box tables."""
     dt = like.dtype
-    return ((np.empty((nbmax, nbmax), dt), np.empty(nbmax, dt), np.empty(d, dt)) + _basis_scratch(d, nbmax, pmax, like)
-            + (np.empty(nbmax, dt),) + _box_scratch(d, pmax, like))
+    leg, dleg, phi, grad = _basis_scratch(d, nbmax, pmax, like)
+    box, scale = _box_scratch(d, pmax, like)
+    return (np.empty((nbmax, nbmax), dt), np.empty(nbmax, dt),
+            (np.empty(d, dt), leg, dleg, phi, grad, np.empty(nbmax, dt)), box, scale)
 
 
 @range_kernel
-def _boundary_rows(e_lo, e_hi, mode, boundary_offsets, face_local, pts, X, W, A, B, GD, GN, NEU, normal, sigma,
-                   lo, hi, degree, nbasis, table, rec, row_base, row_width, block_start, diag_entry, row_start,
-                   data, rhs, want_block):  # pragma: no cover - compiled
+def _boundary_rows(e_lo, e_hi, mode, points, coef, basis, faces, pattern, want_block,
+                   values):  # pragma: no cover - compiled
+    pts, X, W = points
     d = X.shape[1]
+    lo, hi, degree, nbasis, table, rec = basis
+    boundary_offsets, face_local, normal, sigma = faces.boundary_offsets, faces.face_local, faces.normal, faces.sigma
+    row_base, row_width, block_start, diag_entry, row_start = (pattern.row_base, pattern.row_width,
+                                                               pattern.block_start, pattern.diag_entry,
+                                                               pattern.row_start)
+    data, rhs = values
     pmax = _table_degree(table)
-    block, vec, An, leg, dleg, phi, grad, flux, box, scale = _boundary_scratch(d, table.shape[0], pmax, data)
+    block, vec, scratch, box, scale = _boundary_scratch(d, table.shape[0], pmax, data)
     for e in range(e_lo, e_hi):
         f0, f1 = boundary_offsets[e], boundary_offsets[e + 1]
         if f0 == f1 or row_base[e] < 0:
@@ -549,22 +608,24 @@ def _boundary_rows(e_lo, e_hi, mode, boundary_offsets, face_local, pts, X, W, A,
         block[:nb, :nb] = 0.0
         vec[:nb] = 0.0
         element_box_tables(lo[e], hi[e], degree[e], box, scale)
+        side = (box, scale, degree[e], nb)
         for f in range(f0, f1):
             fl = face_local[f]
             if fl < 0:  # a face left out: its terms vanish (passes.contributing_boundary_faces)
                 continue
-            boundary_face_accumulate(mode, f, pts[fl], pts[fl + 1], X, W, A, B, GD, GN, NEU, normal, sigma,
-                                     box, scale, rec, degree[e], table, nb, An, leg, dleg, phi, grad, flux, block, vec,
-                                     want_block)
+            boundary_face_accumulate(mode, normal[f], sigma[f], pts[fl], pts[fl + 1], X, W, coef, side, rec, table,
+                                     scratch, block, vec, want_block)
         if want_block:
             _add_block(data, row_base[e], row_width[e], block_start[diag_entry[e]], block, nb, nb)
         _add_vec(rhs, row_start[e], vec, nb)
 
 
-def boundary_rows(mode, e_lo, e_hi, *args) -> None:
-    """Boundary-face terms (``mode`` DIFFUSIVE or INFLOW) of the rows of elements e_lo:e_hi; the last
-    argument, ``want_block``, False for the load alone (``data`` is then not touched)."""
-    parallel_range(_boundary_rows, e_lo, e_hi, mode, *args)
+def boundary_rows(mode, e_lo, e_hi, points, coef, basis, faces, pattern, want_block, values) -> None:
+    """Boundary-face terms (``mode`` DIFFUSIVE or INFLOW) of the rows of elements e_lo:e_hi, on the faces
+    f with ``faces.face_local[f] >= 0`` (their points' entity in ``points``); ``coef`` the
+    :class:`~polydg.assembly.arguments.BoundaryCoefficients` there.  ``want_block`` False: the load
+    alone (``values.data`` is then not touched)."""
+    parallel_range(_boundary_rows, e_lo, e_hi, mode, points, coef, basis, faces, pattern, want_block, values)
 
 
 # --------------------------------------------------------------------------
@@ -575,23 +636,26 @@ def _simplex_blocks_kernel(dim: int):
     """:func:`simplex_blocks` compiled for one space dimension (see :func:`_element_rows_kernel`)."""
 
     @range_kernel
-    def simplex_blocks(s_lo, s_hi, s_first, simplex_element, pts, X, W, A, B, C, F, lo, hi, degree, nbasis, table,
-                       rec, want_load, psi, counts, iso_start, iso_rows, iso_src, iso_coef, full_start, full_rows,
-                       full_src, full_coef, vals, vals_offsets, loads, load_offsets):  # pragma: no cover - compiled
+    def simplex_blocks(s_lo, s_hi, s_first, simplex_element, points, coef, basis, moments, want_load,
+                       buffers):  # pragma: no cover - compiled
         d = dim
+        pts = points.offsets
+        lo, hi, degree, nbasis, table, rec = basis
+        vals, vals_offsets, loads, load_offsets = buffers
         nbmax = table.shape[0]
         pmax = _table_degree(table)
-        L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S = _moment_scratch(d, nbmax, pmax, psi.shape[0], vals)
+        L, xb, w, Ab, Bb, Cb, Fb, mu, mus, block, vec, S = _moment_scratch(d, nbmax, pmax, moments.psi.shape[0],
+                                                                            vals)
+        work = (L, xb, w, Ab, Bb, Cb, Fb)
         box, scale = _box_scratch(d, pmax, vals)
         for s in range(s_lo, s_hi):
             e = simplex_element[s]
             nb, p = nbasis[e], degree[e]
             sl = s - s_first
             element_box_tables(lo[e], hi[e], p, box, scale)
-            a_kind = volume_moments(pts[sl], pts[sl + 1], X, W, A, B, C, F, want_load, True, box, rec, p, psi,
-                                    counts, L, xb, w, Ab, Bb, Cb, Fb, mu)
-            volume_block(p, nb, counts, mu, mus, a_kind, Ab, box, scale, table, iso_start, iso_rows, iso_src,
-                         iso_coef, full_start, full_rows, full_src, full_coef, S, block, vec)
+            a_kind = volume_moments(pts[sl], pts[sl + 1], points, coef, want_load, True, box, rec, p, moments, work,
+                                    mu)
+            volume_block(p, nb, moments, mu, mus, a_kind, Ab, box, scale, table, S, block, vec)
             v0 = vals_offsets[sl]
             for i in range(nb):
                 for j in range(nb):
@@ -604,29 +668,39 @@ def _simplex_blocks_kernel(dim: int):
 _SIMPLEX_BLOCKS = KernelsByDimension(_simplex_blocks_kernel)
 
 
-def simplex_blocks(s_lo, s_hi, simplex_element, pts, X, *args) -> None:
-    """The volume block of every sub-simplex s_lo:s_hi, each into its own buffer slot.
+def simplex_blocks(s_lo, s_hi, simplex_element, points, coef, basis, moments, want_load, buffers) -> None:
+    """The volume block and load of every sub-simplex s_lo:s_hi (``points`` theirs, from s_lo on), each
+    into its own slot of the :class:`~polydg.assembly.arguments.EntityBuffers`.
 
     The same moment form as :func:`element_rows`, one sub-simplex at a time.
     """
-    _check_moment_arguments(args[9], args[10])
-    parallel_range(_SIMPLEX_BLOCKS[X.shape[1]], s_lo, s_hi, s_lo, simplex_element, pts, X, *args)
+    _check_moment_arguments(basis.table, basis.rec)
+    parallel_range(_SIMPLEX_BLOCKS[points.x.shape[1]], s_lo, s_hi, s_lo, simplex_element, points, coef, basis,
+                   moments, want_load, buffers)
 
 
 def _interior_face_blocks_kernel(dim: int):
     """:func:`interior_face_blocks` compiled for one space dimension (see :func:`_element_rows_kernel`)."""
 
     @range_kernel
-    def interior_face_blocks(t_lo, t_hi, faces, face_elements, face_local, pts, X, W, A, B, normal, sigma, lo, hi,
-                             degree, nbasis, table, rec, vals, vals_offsets):  # pragma: no cover - compiled
+    def interior_face_blocks(t_lo, t_hi, face_list, points, coef, basis, faces,
+                             buffers):  # pragma: no cover - compiled
         d = dim
+        X, W = points.x, points.weight
+        A, B = coef
+        pts = points.offsets
+        lo, hi, degree, nbasis, table, rec = basis
+        normal, sigma, face_elements, face_local = faces.normal, faces.sigma, faces.face_elements, faces.face_local
+        vals, vals_offsets = buffers.vals, buffers.vals_offsets
         nbmax = table.shape[0]
         pmax = _table_degree(table)
-        SK, SN, U, L, dL, xb, An, w, coef, nvec, bKK, bKN = _face_scratch(d, nbmax, pmax, vals)
+        SK, SN, U, L, dL, xb, An, w, coef_b, nvec, bKK, bKN = _face_scratch(d, nbmax, pmax, vals)
         boxK, scaleK = _box_scratch(d, pmax, vals)
         boxN, scaleN = _box_scratch(d, pmax, vals)
+        batch = (xb, w, An, coef_b)
+        work = (L, dL, SK, SN, U)
         for t in range(t_lo, t_hi):
-            f = faces[t]
+            f = face_list[t]
             fl = face_local[f]
             pos = vals_offsets[t]
             for side in range(2):
@@ -642,9 +716,9 @@ def _interior_face_blocks_kernel(dim: int):
                     nvec[m] = sign * normal[f, m]
                 for r in range(pts[fl], pts[fl + 1], BATCH):
                     run = min(BATCH, pts[fl + 1] - r)
-                    gather_face_points(0, r, run, X, W, A, B, nvec, sigma[f], xb, w, An, coef)
-                    _interior_batch_flush(run, xb, w, An, coef, boxK, scaleK, degree[e], nbK, boxN, scaleN,
-                                          degree[c], nbN, rec, table, L, dL, SK, SN, U, bKK, bKN)
+                    gather_face_points(0, r, run, X, W, A, B, nvec, sigma[f], xb, w, An, coef_b)
+                    _interior_batch_flush(run, batch, (boxK, scaleK, degree[e], nbK), (boxN, scaleN, degree[c], nbN),
+                                          rec, table, work, bKK, bKN)
                 for i in range(nbK):
                     for j in range(nbK):
                         vals[pos] = bKK[i, j]
@@ -660,33 +734,37 @@ def _interior_face_blocks_kernel(dim: int):
 _INTERIOR_FACE_BLOCKS = KernelsByDimension(_interior_face_blocks_kernel)
 
 
-def interior_face_blocks(faces, face_elements, face_local, pts, X, *args) -> None:
-    """The four blocks (K1K1, K1K2, K2K2, K2K1) of every listed interior face.
+def interior_face_blocks(face_list, points, coef, basis, faces, buffers) -> None:
+    """The four blocks (K1K1, K1K2, K2K2, K2K1) of every listed interior face (face f's points are
+    entity ``faces.face_local[f]`` of ``points``).
 
     Slot layout of face t: [K1K1 (n1 x n1), K1K2 (n1 x n2), K2K2 (n2 x n2), K2K1 (n2 x n1)].
     The same batched face form as :func:`interior_rows`, one face at a time.
     """
-    parallel_range(_INTERIOR_FACE_BLOCKS[X.shape[1]], 0, len(faces), faces, face_elements, face_local, pts, X, *args)
+    parallel_range(_INTERIOR_FACE_BLOCKS[points.x.shape[1]], 0, len(face_list), face_list, points, coef, basis,
+                   faces, buffers)
 
 
 @range_kernel
-def _boundary_face_blocks(t_lo, t_hi, mode, faces, face_elements, face_local, pts, X, W, A, B, GD, GN, NEU, normal,
-                          sigma, lo, hi, degree, nbasis, table, rec, vals, vals_offsets, loads,
-                          load_offsets):  # pragma: no cover - compiled
+def _boundary_face_blocks(t_lo, t_hi, mode, face_list, points, coef, basis, faces,
+                          buffers):  # pragma: no cover - compiled
+    pts, X, W = points
     d = X.shape[1]
+    lo, hi, degree, nbasis, table, rec = basis
+    face_elements, face_local, normal, sigma = faces.face_elements, faces.face_local, faces.normal, faces.sigma
+    vals, vals_offsets, loads, load_offsets = buffers
     pmax = _table_degree(table)
-    block, vec, An, leg, dleg, phi, grad, flux, box, scale = _boundary_scratch(d, table.shape[0], pmax, vals)
+    block, vec, scratch, box, scale = _boundary_scratch(d, table.shape[0], pmax, vals)
     for t in range(t_lo, t_hi):
-        f = faces[t]
+        f = face_list[t]
         fl = face_local[f]
         e = face_elements[f, 0]
         nb = nbasis[e]
         block[:nb, :nb] = 0.0
         vec[:nb] = 0.0
         element_box_tables(lo[e], hi[e], degree[e], box, scale)
-        boundary_face_accumulate(mode, f, pts[fl], pts[fl + 1], X, W, A, B, GD, GN, NEU, normal, sigma,
-                                 box, scale, rec, degree[e], table, nb, An, leg, dleg, phi, grad, flux, block, vec,
-                                 True)
+        boundary_face_accumulate(mode, normal[f], sigma[f], pts[fl], pts[fl + 1], X, W, coef,
+                                 (box, scale, degree[e], nb), rec, table, scratch, block, vec, True)
         v0 = vals_offsets[t]
         for i in range(nb):
             for j in range(nb):
@@ -694,19 +772,21 @@ def _boundary_face_blocks(t_lo, t_hi, mode, faces, face_elements, face_local, pt
             loads[load_offsets[t] + i] = vec[i]
 
 
-def boundary_face_blocks(mode, faces, *args) -> None:
+def boundary_face_blocks(mode, face_list, points, coef, basis, faces, buffers) -> None:
     """The block and load of every listed boundary face (``mode`` DIFFUSIVE or INFLOW)."""
-    parallel_range(_boundary_face_blocks, 0, len(faces), mode, faces, *args)
+    parallel_range(_boundary_face_blocks, 0, len(face_list), mode, face_list, points, coef, basis, faces, buffers)
 
 
 # --------------------------------------------------------------------------
-# scatter of entity blocks: block lists are (row element, adjacency entry, offset in vals)
+# reducing entity blocks: a BlockList (row element, adjacency entry, offset in vals)
 
 
 @njit(cache=True)
-def scatter_add_blocks(block_row, block_entry, block_vals, vals, adj_col, nbasis, row_base, row_width,
-                       block_start, data):  # pragma: no cover - compiled
+def scatter_add_blocks(blocks, vals, nbasis, pattern, data):  # pragma: no cover - compiled
     """data[position of block entry] += vals, block by block in list order (the atomic variant)."""
+    block_row, block_entry, block_vals = blocks
+    adj_col, row_base, row_width, block_start = (pattern.adj_col, pattern.row_base, pattern.row_width,
+                                                 pattern.block_start)
     for t in range(block_row.shape[0]):
         e = block_row[t]
         k = block_entry[t]
@@ -720,9 +800,10 @@ def scatter_add_blocks(block_row, block_entry, block_vals, vals, adj_col, nbasis
 
 
 @njit(cache=True)
-def coo_triplets(block_row, block_entry, block_vals, vals, adj_col, nbasis, row_start, dof_offsets, rows,
-                 cols):  # pragma: no cover
+def coo_triplets(blocks, vals, nbasis, pattern, dof_offsets, rows, cols):  # pragma: no cover - compiled
     """Row and column indices of every buffered value (Approach 1's COO with duplicates)."""
+    block_row, block_entry, block_vals = blocks
+    adj_col, row_start = pattern.adj_col, pattern.row_start
     for t in range(block_row.shape[0]):
         e = block_row[t]
         c = adj_col[block_entry[t]]
@@ -735,7 +816,8 @@ def coo_triplets(block_row, block_entry, block_vals, vals, adj_col, nbasis, row_
 
 
 @njit(cache=True)
-def scatter_add_loads(load_row, load_vals, loads, row_start, nbasis, rhs):  # pragma: no cover
+def scatter_add_loads(load_row, load_vals, loads, row_start, nbasis, rhs):  # pragma: no cover - compiled
+    """rhs[rows of load_row[t]] += loads[load_vals[t]:], entity by entity (rows not assembled here skipped)."""
     for t in range(load_row.shape[0]):
         e = load_row[t]
         if row_start[e] < 0:  # not a row of this assembly

@@ -47,9 +47,10 @@ import numpy as np
 from .. import backend as bk
 from ..errors import OptionError
 from .penalty import PENALTY_KINDS
+from .reductions import REDUCTIONS, gpu_reductions, reduction
 
-#: the reductions (module docstring of :mod:`polydg.assembly.assembler`)
-APPROACHES = ("2", "atomic", "1")
+#: the approaches: the registered reductions (:mod:`polydg.assembly.reductions`), the default first
+APPROACHES = tuple(REDUCTIONS)
 #: the working precisions and their dtypes
 PRECISIONS = {"double": np.float64, "single": np.float32}
 
@@ -104,8 +105,9 @@ class AssemblyOptions:
     def __post_init__(self):
         approach = str(self.approach)  # approach=2 reads as "2"
         backend, to_host = self.backend, self.to_host
-        if backend is None:  # the session's placement; approach 1 runs on the CPU
-            backend = "numpy" if approach == "1" else _session.get("backend", _BUILT_IN["backend"])
+        entry = reduction(approach)  # the approach's registered reduction; an unknown name is refused here
+        if backend is None:  # the session's placement; a reduction without a GPU executor runs on the CPU
+            backend = "numpy" if entry.gpu is None else _session.get("backend", _BUILT_IN["backend"])
             to_host = _session.get("to_host", _BUILT_IN["to_host"]) if to_host is None else to_host
         values = {"approach": approach, "backend": backend, "to_host": bool(to_host),
                   "penalty": _number(self.penalty, "penalty constant must be positive"),
@@ -117,8 +119,7 @@ class AssemblyOptions:
 
     def _validate(self) -> None:
         """The one validation: each value in its range, and the combinations that cannot run."""
-        if self.approach not in APPROACHES:
-            raise OptionError(f"unknown approach {self.approach!r}; choose one of {', '.join(APPROACHES)}")
+        entry = reduction(self.approach)  # OptionError for an unknown approach
         if self.precision not in PRECISIONS:
             raise OptionError(f"unknown precision {self.precision!r}; choose double or single")
         if self.penalty_kind not in PENALTY_KINDS:
@@ -131,8 +132,9 @@ class AssemblyOptions:
             raise OptionError(f"memory budget must be positive, got {self.memory_budget_mb} MB")
         if self.backend not in bk.BACKENDS + (bk.SIMULATOR,):
             raise OptionError(f"unknown backend {self.backend!r}; choose one of {', '.join(bk.BACKENDS)}")
-        if self.approach == "1" and bk.is_device(self.backend):
-            raise OptionError("approach '1' runs on the CPU only; on a GPU use approach 2 or atomic")
+        if entry.gpu is None and bk.is_device(self.backend):
+            raise OptionError(f"approach {self.approach!r} runs on the CPU only; on a GPU use approach "
+                              f"{' or '.join(gpu_reductions())}")
 
     @property
     def dtype(self) -> type:

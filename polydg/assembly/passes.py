@@ -1,12 +1,18 @@
 """The passes of an assembly on the CPU: volume, interior faces, boundary faces.
 
 Each pass runs over the plan's chunks (``plan.py``): it maps the chunk's
-quadrature points, evaluates the problem's coefficients there
-(``coefficients.py``) and runs the compiled kernels (``kernels.py``).  With
-Approach 2 the row kernels write each block once at its CSR position; the
-atomic variant and Approach 1 buffer every sub-simplex and face block and
-then scatter-add them, or keep them as COO triplets (:func:`reduce_entity_blocks`).
-A :class:`PassContext` holds what the passes write and share.
+quadrature points and evaluates the problem's coefficients there
+(``coefficients.py``); then the reduction's CPU executor (``reductions/``)
+runs its compiled kernels (``kernels.py``) on them and writes the blocks:
+the row kernels each block once at its CSR position, the entity kernels
+into buffers that are then scatter-added or kept as COO triplets.  A
+:class:`PassContext` holds what the passes write and share, among it the
+kernels' structures of the plan (``arguments.py``), made once.
+
+An executor has ``volume(e_lo, e_hi, s_lo, s_hi, points, coef)``,
+``interior_faces()`` (the whole pass: the reductions cut the faces
+differently), ``boundary(mode, key, e_lo, e_hi, faces, points, coef)`` and
+``matrix()``; it is made with the context, ``executor(ctx)``.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import kernels as K
+from .arguments import Points, Values, plan_arguments
 from .coefficients import Coefficients
 from .plan import AssemblyPlan
 from .points import PointBatch, simplex_points
@@ -26,26 +33,29 @@ from .workspace import Workspace
 
 
 class PassContext:
-    """The values being assembled (CSR data and load, or Approach 1's triplets) and the passes' shared means.
+    """The values being assembled (CSR data and load) and the passes' shared means.
 
-    ``face_local`` maps the faces of the chunk in hand to their rows in its
-    point batch (-1 elsewhere).  Each kernel is run once on an empty range
-    before its first real call (:meth:`warm`), so that compilation or cache
-    loading is timed apart, as ``jit``.
+    ``args`` are the kernels' pattern, basis and face structures of the plan
+    (:func:`~polydg.assembly.arguments.plan_arguments`); ``face_local``
+    (theirs) maps the faces of the chunk in hand to their entities in its
+    point batch (-1 elsewhere).  ``csr_values`` False: no CSR value array
+    (a reduction that builds its own matrix, or the load alone).  Each
+    kernel is run once on an empty range before its first real call
+    (:meth:`warm`), so that compilation or cache loading is timed apart, as
+    ``jit``.
     """
 
     def __init__(self, plan: AssemblyPlan, coefficients: Coefficients, workspace: Workspace, timer: Timer,
-                 progress: Callable[[str, int, int], None] | None = None):
+                 progress: Callable[[str, int, int], None] | None = None, csr_values: bool = True):
         self.plan, self.coefficients, self.workspace, self.timer = plan, coefficients, workspace, timer
         self.progress = progress
         t = time.perf_counter()
-        # the value array (Approach 1 builds its own from the COO triplets; a load alone needs none)
-        with_values = plan.matrix and plan.approach != "1"
-        self.data = plan.pattern.zeroed_values(plan.dtype) if with_values else np.zeros(0, plan.dtype)
+        self.data = plan.pattern.zeroed_values(plan.dtype) if csr_values else np.zeros(0, plan.dtype)
         timer.add("values", t)
         self.rhs = np.zeros(plan.pattern.n_rows, dtype=plan.dtype)
-        self.coo: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self.face_local = np.full(plan.mesh.n_faces, -1, dtype=np.int64)
+        self.values = Values(self.data, self.rhs)
+        self.args = plan_arguments(plan)
+        self.face_local = self.args.faces.face_local
         self._warm: set[str] = set()
 
     def warm(self, name: str, call: Callable[[], None]) -> None:
@@ -55,65 +65,65 @@ class PassContext:
             self.timer.add("jit", start)
             self._warm.add(name)
 
-    def report(self, stage: str, done: int) -> None:
+    def report(self, stage: str, done: int, total: int | None = None) -> None:
         if self.progress is not None:
-            self.progress(stage, done, len(self.plan.chunks))
+            self.progress(stage, done, len(self.plan.chunks) if total is None else total)
 
-    def points(self, batch: PointBatch) -> tuple[np.ndarray, np.ndarray]:
+    def points(self, batch: PointBatch) -> Points:
         """The batch's points and weights in the working precision (float32: converted into the workspace)."""
         dtype = self.plan.dtype
         if batch.x.dtype == dtype:
-            return batch.x, batch.weight
+            return Points(batch.offsets, batch.x, batch.weight)
         X = self.workspace.take("x_work", batch.x.shape, dtype)
         W = self.workspace.take("weight_work", batch.weight.shape, dtype)
         X[...], W[...] = batch.x, batch.weight
-        return X, W
+        return Points(batch.offsets, X, W)
 
-    def face_points(self, faces: np.ndarray) -> tuple[PointBatch, np.ndarray, np.ndarray]:
+    def face_points(self, faces: np.ndarray) -> tuple[PointBatch, Points]:
         """The listed faces' quadrature points (float64) and the points and weights in the working precision."""
         t = time.perf_counter()
         mesh = self.plan.mesh
         batch = simplex_points(mesh.points, mesh.face_measure[faces], self.plan.face_degrees(faces),
                                cells=mesh.face_vertices[faces], workspace=self.workspace)
-        X, W = self.points(batch)
+        points = self.points(batch)
         self.timer.add("quadrature_points", t)
-        return batch, X, W
+        return batch, points
 
-    def matrix(self) -> sp.csr_matrix | None:
-        """The assembled rows as CSR with int64 indices (Approach 1: SciPy's conversion of the triplets);
-        None when the plan is the load alone."""
-        plan, pattern = self.plan, self.plan.pattern
-        if plan.load_only:
-            return None
-        shape = (pattern.n_rows, pattern.n_cols)
-        if plan.approach == "1":
-            t = time.perf_counter()
-            rows, cols, vals = (np.concatenate([c[k] for c in self.coo]) for k in range(3))
-            matrix = sp.coo_matrix((vals, (rows, cols)), shape=shape).tocsr()
-            matrix.sum_duplicates()
-            matrix.indices = matrix.indices.astype(np.int64)
-            matrix.indptr = matrix.indptr.astype(np.int64)
-            self.timer.add("indices", t)
-            return matrix
+    def csr_matrix(self) -> sp.csr_matrix:
+        """The pattern's values as CSR with int64 indices."""
+        pattern = self.plan.pattern
         # the arrays as they are: SciPy's constructor would first convert the int64 indices
         # to int32 where they fit (an nnz-sized copy), and polydg promises int64
-        matrix = sp.csr_matrix(shape, dtype=plan.dtype)
+        matrix = sp.csr_matrix((pattern.n_rows, pattern.n_cols), dtype=self.plan.dtype)
         matrix.data, matrix.indices, matrix.indptr = self.data, pattern.indices, pattern.indptr
         matrix.check_format(full_check=False)
         matrix.has_sorted_indices = True
         return matrix
 
 
+def assemble_on_host(plan: AssemblyPlan, executor: Callable[[PassContext], object], coefficients: Coefficients,
+                     workspace: Workspace, timer: Timer, progress: Callable[[str, int, int], None] | None = None,
+                     csr_values: bool = True) -> tuple[sp.csr_matrix | None, np.ndarray]:
+    """Run the plan's passes on the CPU with a reduction's ``executor``; the matrix (None for the load
+    alone) and the load vector.  ``csr_values``: whether the executor writes the pattern's CSR values."""
+    ctx = PassContext(plan, coefficients, workspace, timer, progress, csr_values=csr_values and plan.matrix)
+    passes = executor(ctx)
+    volume_pass(ctx, passes)
+    if plan.mesh.n_interior_faces and plan.matrix:  # no interior-face term in the load
+        passes.interior_faces()
+    for mode, key in boundary_modes(plan.problem, plan.matrix):
+        boundary_face_pass(ctx, passes, mode, key)
+    return (passes.matrix() if plan.matrix else None), ctx.rhs
+
+
 # ---------------------------------------------------------------------------
 # volume
 
 
-def volume_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
-    """Volume terms and load of every chunk's elements (the load alone, by the row kernel, for a
-    load-only plan, whatever the approach: the loads of the three agree to round-off)."""
-    mesh, space, timer = plan.mesh, plan.space, ctx.timer
-    degree, nbasis, pattern = space.degree, space.element_dofs, plan.pattern
-    tables = (plan.lo, plan.hi, degree, nbasis, plan.table, plan.rec)
+def volume_pass(ctx: PassContext, passes) -> None:
+    """Volume terms and load of every chunk's elements (for the load alone, only the load)."""
+    plan, timer = ctx.plan, ctx.timer
+    mesh = plan.mesh
     for ci, (e_lo, e_hi) in enumerate(plan.chunks):
         t = time.perf_counter()
         s_lo, s_hi = int(mesh.element_offsets[e_lo]), int(mesh.element_offsets[e_hi])
@@ -121,68 +131,16 @@ def volume_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
             plan.q_element[e_lo:e_hi], np.diff(mesh.element_offsets[e_lo:e_hi + 1]))
         batch = simplex_points(mesh.points, mesh.simplex_volume[s_lo:s_hi], q, cells=mesh.simplices[s_lo:s_hi],
                                workspace=ctx.workspace)
-        X, W = ctx.points(batch)
+        points = ctx.points(batch)
         t = timer.add("quadrature_points", t)
-        A, B, C, F = ctx.coefficients.volume(batch.x, want_load=True, want_block=plan.matrix)
+        coef = ctx.coefficients.volume(batch.x, want_load=True, want_block=plan.matrix)
         timer.add("coefficients", t)
-        if plan.approach == "2" or plan.load_only:
-            args = (mesh.element_offsets, s_lo, batch.offsets, X, W, A, B, C, F, *tables,
-                    pattern.row_base, pattern.row_width, pattern.block_start, pattern.diag_entry,
-                    pattern.row_start, True, plan.matrix, *plan.moments, ctx.data, ctx.rhs)
-            ctx.warm("element", lambda: K.element_rows(e_lo, e_lo, *args))
-            t = time.perf_counter()
-            K.element_rows(e_lo, e_hi, *args)
-            timer.add("element_kernel", t)
-        else:
-            se = mesh.simplex_element[s_lo:s_hi]
-            vals_off = np.r_[0, np.cumsum(nbasis[se] ** 2)].astype(np.int64)
-            load_off = np.r_[0, np.cumsum(nbasis[se])].astype(np.int64)
-            vals = np.empty(int(vals_off[-1]), dtype=plan.dtype)
-            loads = np.empty(int(load_off[-1]), dtype=plan.dtype)
-            args = (mesh.simplex_element, batch.offsets, X, W, A, B, C, F, *tables, True, *plan.moments,
-                    vals, vals_off, loads, load_off)
-            ctx.warm("simplex", lambda: K.simplex_blocks(s_lo, s_lo, *args))
-            t = time.perf_counter()
-            K.simplex_blocks(s_lo, s_hi, *args)
-            timer.add("element_kernel", t)
-            reduce_entity_blocks(plan, ctx, se, pattern.diag_entry[se], vals_off[:-1], vals, "element_kernel")
-            t = time.perf_counter()
-            K.scatter_add_loads(se, load_off[:-1], loads, pattern.row_start, nbasis, ctx.rhs)
-            timer.add("element_kernel", t)
+        passes.volume(e_lo, e_hi, s_lo, s_hi, points, coef)
         ctx.report("element kernel", ci + 1)
 
 
 # ---------------------------------------------------------------------------
-# interior faces
-
-
-def interior_face_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
-    """Interior-face terms: by element rows (Approach 2) or face by face (the others); none in the load."""
-    if plan.mesh.n_interior_faces and plan.matrix:
-        (_interior_rows_pass if plan.approach == "2" else _interior_entities_pass)(plan, ctx)
-
-
-def _interior_rows_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
-    mesh, space, pattern, timer = plan.mesh, plan.space, plan.pattern, ctx.timer
-    for ci, (e_lo, e_hi) in enumerate(plan.chunks):
-        # every face of an interface with a side in the chunk
-        ifs = chunk_interfaces(plan, e_lo, e_hi)
-        faces = expand_ranges(mesh.interface_offsets[ifs], mesh.interface_offsets[ifs + 1])
-        ctx.face_local[faces] = np.arange(len(faces))
-        batch, X, W = ctx.face_points(faces)
-        t = time.perf_counter()
-        A, B = ctx.coefficients.interior(batch.x)
-        timer.add("coefficients", t)
-        args = (pattern.adj_offsets, pattern.adj_col, plan.adj_interface, mesh.interface_offsets, ctx.face_local,
-                batch.offsets, X, W, A, B, plan.normal, plan.sigma, plan.lo, plan.hi, space.degree,
-                space.element_dofs, plan.table, plan.rec, pattern.row_base, pattern.row_width, pattern.block_start,
-                pattern.diag_entry, ctx.data)
-        ctx.warm("interior", lambda: K.interior_rows(e_lo, e_lo, *args))
-        t = time.perf_counter()
-        K.interior_rows(e_lo, e_hi, *args)
-        timer.add("interior_kernel", t)
-        ctx.face_local[faces] = -1
-        ctx.report("interior kernel", ci + 1)
+# interior faces: the executors' own passes, with these helpers
 
 
 def chunk_interfaces(plan: AssemblyPlan, e_lo: int, e_hi: int) -> np.ndarray:
@@ -191,11 +149,9 @@ def chunk_interfaces(plan: AssemblyPlan, e_lo: int, e_hi: int) -> np.ndarray:
     Interfaces (e1, e2), e1 < e2, are sorted by e1, then e2: those with e1 in
     the chunk are one contiguous range (two binary searches), and the others
     with a side in it are (c, e) with c < e_lo, read from the adjacency of the
-    chunk's element rows; their ids all lie below that range.  The mask
-    over every interface of the mesh that this replaces cost O(mesh) per
-    chunk, and the chunks of a memory budget grow in number with the mesh:
-    at 6.58M dofs (22 chunks) 0.4-0.6 s of a 1-thread assembly, the only
-    stage whose cost per dof grew with the mesh.
+    chunk's element rows; their ids all lie below that range.  Not a mask
+    over every interface of the mesh: that would cost O(mesh) per chunk, and
+    the chunks of a memory budget grow in number with the mesh.
     """
     mesh, pattern = plan.mesh, plan.pattern
     first = mesh.interface_elements[:, 0]
@@ -205,38 +161,10 @@ def chunk_interfaces(plan: AssemblyPlan, e_lo: int, e_hi: int) -> np.ndarray:
     return np.concatenate([np.sort(below), np.arange(i_lo, i_hi, dtype=np.int64)]).astype(np.int64, copy=False)
 
 
-def _interior_entities_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
-    mesh, space, pattern, timer = plan.mesh, plan.space, plan.pattern, ctx.timer
-    nbasis = space.element_dofs
-    cuts = np.linspace(0, mesh.n_interior_faces, max(len(plan.chunks), 1) + 1).astype(np.int64)
-    for f_lo, f_hi in zip(cuts[:-1], cuts[1:]):
-        if f_hi == f_lo:
-            continue
-        faces = np.arange(f_lo, f_hi, dtype=np.int64)
-        ctx.face_local[faces] = np.arange(len(faces))
-        batch, X, W = ctx.face_points(faces)
-        t = time.perf_counter()
-        A, B = ctx.coefficients.interior(batch.x)
-        timer.add("coefficients", t)
-        e1, e2 = mesh.face_elements[faces, 0], mesh.face_elements[faces, 1]
-        n1, n2 = nbasis[e1], nbasis[e2]
-        vals_off = np.r_[0, np.cumsum(n1 * n1 + n1 * n2 + n2 * n2 + n2 * n1)].astype(np.int64)
-        vals = np.empty(int(vals_off[-1]), dtype=plan.dtype)
-        args = (mesh.face_elements, ctx.face_local, batch.offsets, X, W, A, B, plan.normal, plan.sigma, plan.lo,
-                plan.hi, space.degree, nbasis, plan.table, plan.rec, vals, vals_off)
-        ctx.warm("interior-entity", lambda: K.interior_face_blocks(faces[:0], *args))
-        t = time.perf_counter()
-        K.interior_face_blocks(faces, *args)
-        timer.add("interior_kernel", t)
-        # each face's slot holds its blocks K1K1, K1K2, K2K2, K2K1 (see kernels.interior_face_blocks)
-        iface = np.searchsorted(mesh.interface_offsets, faces, side="right") - 1
-        e12, e21 = pattern.interface_entry[iface, 0], pattern.interface_entry[iface, 1]
-        o = vals_off[:-1]
-        rows = np.stack([e1, e1, e2, e2], 1).ravel()
-        entries = np.stack([pattern.diag_entry[e1], e12, pattern.diag_entry[e2], e21], 1).ravel()
-        offsets = np.stack([o, o + n1 * n1, o + n1 * n1 + n1 * n2, o + n1 * n1 + n1 * n2 + n2 * n2], 1).ravel()
-        reduce_entity_blocks(plan, ctx, rows, entries, offsets, vals, "interior_kernel")
-        ctx.face_local[faces] = -1
+def interior_face_cuts(plan: AssemblyPlan) -> np.ndarray:
+    """Cuts of the interior faces into as many consecutive ranges as the plan has chunks (the entity
+    kernels' chunks)."""
+    return np.linspace(0, plan.mesh.n_interior_faces, max(len(plan.chunks), 1) + 1).astype(np.int64)
 
 
 # ---------------------------------------------------------------------------
@@ -282,11 +210,11 @@ def contributing_boundary_faces(plan: AssemblyPlan, mode: int) -> np.ndarray | N
     return faces
 
 
-def boundary_face_pass(plan: AssemblyPlan, ctx: PassContext, mode: int, key: str) -> None:
+def boundary_face_pass(ctx: PassContext, passes, mode: int, key: str) -> None:
     """Boundary terms of one ``mode`` (``kernels.DIFFUSIVE`` or ``INFLOW``), timed as ``key``, on the faces
     where they can be non-zero (:func:`contributing_boundary_faces`)."""
-    mesh, space, pattern, timer = plan.mesh, plan.space, plan.pattern, ctx.timer
-    nbasis = space.element_dofs
+    plan, timer = ctx.plan, ctx.timer
+    mesh = plan.mesh
     contributing = contributing_boundary_faces(plan, mode)
     for ci, (e_lo, e_hi) in enumerate(plan.chunks):
         f0, f1 = int(plan.boundary_offsets[e_lo]), int(plan.boundary_offsets[e_hi])
@@ -296,35 +224,12 @@ def boundary_face_pass(plan: AssemblyPlan, ctx: PassContext, mode: int, key: str
         if len(faces) == 0:
             continue
         ctx.face_local[faces] = np.arange(len(faces))
-        batch, X, W = ctx.face_points(faces)
+        batch, points = ctx.face_points(faces)
         t = time.perf_counter()
         normals = np.repeat(mesh.face_normal[faces], np.diff(batch.offsets), axis=0)
-        A, B, GD, GN, NEU = ctx.coefficients.boundary(batch.x, normals)
+        coef = ctx.coefficients.boundary(batch.x, normals)
         timer.add("coefficients", t)
-        if plan.approach == "2" or plan.load_only:
-            args = (plan.boundary_offsets, ctx.face_local, batch.offsets, X, W, A, B, GD, GN, NEU, plan.normal,
-                    plan.sigma, plan.lo, plan.hi, space.degree, nbasis, plan.table, plan.rec, pattern.row_base,
-                    pattern.row_width, pattern.block_start, pattern.diag_entry, pattern.row_start,
-                    ctx.data, ctx.rhs, plan.matrix)
-            ctx.warm(f"boundary{mode}", lambda: K.boundary_rows(mode, e_lo, e_lo, *args))
-            t = time.perf_counter()
-            K.boundary_rows(mode, e_lo, e_hi, *args)
-            timer.add(key, t)
-        else:
-            be = mesh.face_elements[faces, 0]
-            vals_off = np.r_[0, np.cumsum(nbasis[be] ** 2)].astype(np.int64)
-            load_off = np.r_[0, np.cumsum(nbasis[be])].astype(np.int64)
-            vals = np.empty(int(vals_off[-1]), dtype=plan.dtype)
-            loads = np.empty(int(load_off[-1]), dtype=plan.dtype)
-            args = (mesh.face_elements, ctx.face_local, batch.offsets, X, W, A, B, GD, GN, NEU, plan.normal,
-                    plan.sigma, plan.lo, plan.hi, space.degree, nbasis, plan.table, plan.rec, vals, vals_off, loads,
-                    load_off)
-            ctx.warm(f"boundary-entity{mode}", lambda: K.boundary_face_blocks(mode, faces[:0], *args))
-            t = time.perf_counter()
-            K.boundary_face_blocks(mode, faces, *args)
-            K.scatter_add_loads(be, load_off[:-1], loads, pattern.row_start, nbasis, ctx.rhs)
-            timer.add(key, t)
-            reduce_entity_blocks(plan, ctx, be, pattern.diag_entry[be], vals_off[:-1], vals, key)
+        passes.boundary(mode, key, e_lo, e_hi, faces, points, coef)
         ctx.face_local[faces] = -1
         ctx.report(key.replace("_", " "), ci + 1)
 
@@ -341,37 +246,3 @@ def expand_ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     offsets = np.cumsum(lengths) - lengths
     return (np.repeat(starts - offsets, lengths) + np.arange(total)).astype(np.int64)
-
-
-def reduce_entity_blocks(plan: AssemblyPlan, ctx: PassContext, rows: np.ndarray, entries: np.ndarray,
-                         offsets: np.ndarray, vals: np.ndarray, key: str) -> None:
-    """Scatter-add entity blocks into the CSR values (atomic) or keep their COO triplets (Approach 1).
-
-    Block t is row element ``rows[t]``'s block at adjacency entry
-    ``entries[t]``, its values at ``vals[offsets[t]:]``.  Blocks of rows
-    that are not assembled here (another rank's) are dropped.
-    """
-    t = time.perf_counter()
-    pattern, space = plan.pattern, plan.space
-    mine = pattern.row_base[rows] >= 0
-    if not mine.all():
-        rows, entries, offsets = rows[mine], entries[mine], offsets[mine]
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
-    entries = np.ascontiguousarray(entries, dtype=np.int64)
-    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    if plan.approach == "atomic":
-        K.scatter_add_blocks(rows, entries, offsets, vals, pattern.adj_col, space.element_dofs, pattern.row_base,
-                             pattern.row_width, pattern.block_start, ctx.data)
-        ctx.timer.add(key, t)  # the paper's atomic writes happen inside its kernels
-    else:
-        nbasis = space.element_dofs
-        sizes = nbasis[rows] * nbasis[pattern.adj_col[entries]]
-        if not mine.all():  # the kept blocks' values, packed
-            vals = vals[expand_ranges(offsets, offsets + sizes)]
-            offsets = np.cumsum(sizes) - sizes
-        r = np.empty(len(vals), dtype=np.int64)
-        c = np.empty(len(vals), dtype=np.int64)
-        K.coo_triplets(rows, entries, offsets, vals, pattern.adj_col, nbasis, pattern.row_start, space.dof_offsets,
-                       r, c)
-        ctx.coo.append((r, c, vals))
-        ctx.timer.add("indices", t)

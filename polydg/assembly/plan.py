@@ -18,13 +18,15 @@ from .. import backend as bk
 from ..basis import legendre_recurrence
 from ..quadrature import default_degree
 from .moments import moment_tables
-from .options import AssemblyOptions
 from .pattern import SparsityPattern, sparsity_pattern
 from .penalty import diffusion_bound
 from .penalty import face_penalty as penalty_of_faces
 from .points import point_counts
 from .scope import AssemblyScope
 from .timing import Timer
+
+# ``AssemblyOptions`` (options.py) appears in annotations only, never imported: options.py checks an approach
+# against the reductions' registry, whose executors import this module
 
 #: bytes of working memory per quadrature point (points, weights, normals,
 #: coefficients and the temporaries of their evaluation), used to size chunks
@@ -65,7 +67,7 @@ class AssemblyPlan:
     chunks: list[tuple[int, int]]
     matrix: bool = True
     load_boundary_faces: np.ndarray | None = None  # (n_faces,) bool, the load alone: its boundary faces
-    options: AssemblyOptions | None = None
+    options: AssemblyOptions | None = None  # options.AssemblyOptions: a name for the reader (see the imports)
 
     @property
     def load_only(self) -> bool:

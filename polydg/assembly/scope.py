@@ -65,9 +65,9 @@ class AssemblyScope:
         """The elements whose rows are assembled: ``elements``, or all ``n_elements``."""
         return np.arange(n_elements, dtype=np.int64) if self.elements is None else self.elements
 
-    def check(self, mesh, approach: str, matrix: bool = True) -> None:
+    def check(self, mesh, reduction, matrix: bool = True) -> None:
         """Raise :class:`~polydg.errors.OptionError` (one line) unless this scope fits ``mesh`` and
-        an assembly with ``approach`` and ``matrix``."""
+        an assembly by ``reduction`` (a :class:`~polydg.assembly.reductions.Reduction`) with ``matrix``."""
         n_el, n_faces = mesh.n_elements, mesh.n_faces
         e = self.elements
         if e is not None and (e.ndim != 1 or len(e) == 0 or np.any(np.diff(e) <= 0) or e[0] < 0 or e[-1] >= n_el):
@@ -79,8 +79,8 @@ class AssemblyScope:
         if scale is not None and (scale.shape != (n_faces,) or not (scale >= 0).all()):
             raise OptionError(f"face_penalty_scale must be ({n_faces},) factors >= 0 (one per face), "
                               f"got shape {scale.shape}")
-        if self.column_numbering is not None and approach == "1":
-            raise OptionError("approach '1' sorts its own triplets: it takes no column_numbering")
+        if self.column_numbering is not None and not reduction.fills_pattern:
+            raise OptionError(f"approach {reduction.name!r} builds its own matrix: it takes no column_numbering")
         faces = self.load_boundary_faces
         if faces is not None and (matrix or faces.shape != (n_faces,)):
             raise OptionError(f"load_boundary_faces is for the load alone (matrix=False), one bool per face "

@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--precision", default="double", choices=("double", "single"),
                    help="floating point of the assembly: double (default) or single (float32; the solve is in "
                         "double)")
+    # the registered reductions (polydg.assembly.reductions), written out so that parsing imports no compiled
+    # layer; tests/test_reductions.py checks that they agree
     a.add_argument("--approach", default="2", choices=("2", "atomic", "1"),
                    help="2: reproducible row kernels (default); atomic: scatter-add; 1: COO baseline")
     a.add_argument("--backend", default="numpy", choices=("numpy", "cupy", "auto"),

@@ -30,6 +30,7 @@ from .. import backend as bk
 from ..assembly.assembler import AssemblyResult, assemble
 from ..assembly.options import AssemblyOptions, assembly_options
 from ..assembly.passes import expand_ranges
+from ..assembly.reductions import reduction
 from ..assembly.scope import AssemblyScope
 from ..errors import OptionError
 from ..partition.ranks import balance, element_work, rank_partition
@@ -206,9 +207,9 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
         say(f"backend {options.backend}: rank r uses GPU r mod (GPUs on its node); rank 0: {device['device']}")
 
     with collective_phase(comm):
-        # approaches 2 and atomic write the rank numbering's columns directly; approach 1's SciPy
-        # conversion sorts local columns, relabelled after
-        direct = options.approach != "1"
+        # a reduction that fills the pattern (approaches 2 and atomic) writes the rank numbering's columns
+        # directly; approach 1's SciPy conversion sorts local columns, relabelled after
+        direct = reduction(options.approach).fills_pattern
         columns = (part.rank_dof_offsets, part.rank_dof_offsets, part.n_dofs) if direct else None
         rows = AssemblyScope(elements=part.submesh.owned, face_penalty=sigma, column_numbering=columns,
                              load_boundary_faces=part.load_boundary_faces)
@@ -264,7 +265,7 @@ def hand_out_parts(space, comm, options: AssemblyOptions, *, scope: AssemblyScop
             scope = AssemblyScope() if scope is None else scope
             if scope.elements is not None or scope.column_numbering is not None:
                 raise OptionError("elements and column_numbering are chosen per rank by the distributed assembly")
-            scope.check(space.mesh, options.approach, matrix)
+            scope.check(space.mesh, reduction(options.approach), matrix)
             if ranks is None:
                 ranks = rank_partition(space, size, weighted=weighted, quadrature_extra=options.quadrature_extra)
             ranks = np.asarray(ranks, dtype=np.int64)

@@ -1,0 +1,124 @@
+"""The reductions' registry (assembly/reductions/) and the kernels' named arguments (assembly/arguments.py).
+
+A reduction is found by its ``approach`` name, says what the assembler must
+know of it (its devices, whether it fills the pattern), and a new one is a
+new registered entry: the test registers a copy of the row kernels' entry
+under a new name and assembles with it.
+"""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from polydg.assembly import AssemblyOptions, assemble
+from polydg.assembly.assembler import APPROACHES
+from polydg.assembly.reductions import LOAD_ALONE, REDUCTIONS, gpu_reductions, reduction, register
+from polydg.assembly.reductions.rows import RowPasses
+from polydg.errors import OptionError
+from polydg.mesh import unit_square
+from polydg.partition import agglomerate
+from polydg.problem import builtin_problem
+from polydg.space import DGSpace
+
+
+def _space():
+    return DGSpace(agglomerate(unit_square(6), 8), 1)
+
+
+def test_every_approach_is_a_registered_reduction():
+    assert APPROACHES == tuple(REDUCTIONS) == ("2", "atomic", "1")
+    rows, atomic, coo = (reduction(name) for name in APPROACHES)
+    assert rows.deterministic and rows.fills_pattern and rows.devices == ("cpu", "gpu")
+    assert not atomic.deterministic and atomic.fills_pattern and atomic.devices == ("cpu", "gpu")
+    assert coo.deterministic and not coo.fills_pattern and coo.devices == ("cpu",) and coo.gpu is None
+    assert gpu_reductions() == ("2", "atomic") and reduction(LOAD_ALONE) is rows
+    assert reduction(2) is rows  # the command line's and the user's spelling alike
+
+
+def test_each_approach_has_its_cpu_and_gpu_executors():
+    """One entry per approach: a CPU executor for every one (the reference), a GPU executor or an explicit
+    None (CPU only), each with the passes the executors run; the options place and refuse by it."""
+    for name in APPROACHES:
+        entry = reduction(name)
+        assert entry.name == name and entry.summary
+        assert isinstance(entry.cpu, type) and all(callable(getattr(entry.cpu, m, None))
+                                                   for m in ("volume", "interior_faces", "boundary", "matrix"))
+        if entry.gpu is None:
+            assert entry.devices == ("cpu",)
+            assert AssemblyOptions(approach=name).backend == "numpy"  # no GPU executor: placed on the CPU
+            with pytest.raises(OptionError, match=f"approach '{name}' runs on the CPU only; on a GPU use "
+                                                  "approach 2 or atomic"):
+                AssemblyOptions(approach=name, backend="cupy")
+        else:
+            assert entry.devices == ("cpu", "gpu") and entry.gpu is not entry.cpu
+            assert isinstance(entry.gpu, type) and all(callable(getattr(entry.gpu, m, None))
+                                                       for m in ("volume", "interior_faces", "boundary"))
+    assert [reduction(n).gpu is not None for n in APPROACHES] == [True, True, False]
+
+
+def test_the_command_line_offers_the_registered_approaches():
+    from polydg.cli.parser import build_parser
+
+    (action,) = [a for a in build_parser()._actions if a.dest == "approach"]
+    assert tuple(action.choices) == APPROACHES and action.default == APPROACHES[0]
+
+
+def test_an_unknown_approach_is_refused_with_the_registered_names():
+    with pytest.raises(OptionError, match=r"^unknown approach '3'; choose one of 2, atomic, 1$"):
+        AssemblyOptions(approach="3")  # the options' own check, as before the registry
+
+    with pytest.raises(OptionError, match=r"unknown approach 'rows'; choose one of 2, atomic, 1"):
+        reduction("rows")
+    with pytest.raises(OptionError, match="unknown approach"):
+        assemble(_space(), builtin_problem("poisson", 2), approach="rows")
+    with pytest.raises(ValueError, match="already registered"):
+        register(reduction("2"))
+
+
+def test_a_new_registered_reduction_is_assembled_by_its_name():
+    """A strategy registered under a new name (here the row kernels' executors again) is what ``approach``
+    selects: the same matrix as approach 2, bit for bit."""
+    space, problem = _space(), builtin_problem("change-of-type", 2)
+    entry = register(dataclasses.replace(reduction("2"), name="rows-again", summary="a copy, for this test"))
+    try:
+        got = assemble(space, problem, approach="rows-again")
+    finally:
+        del REDUCTIONS[entry.name]
+    ref = assemble(space, problem, approach="2")
+    assert got.info["approach"] == "rows-again"
+    assert np.array_equal(got.matrix.data, ref.matrix.data) and np.array_equal(got.rhs, ref.rhs)
+    assert "rows-again" not in REDUCTIONS
+
+
+def test_the_plan_arguments_are_the_plans_arrays():
+    """The kernels' structures (made once per assembly) hold the plan's own arrays, in the working precision,
+    every index array int64 (a field's type is part of the compiled signature)."""
+    seen = []
+
+    class Capture(RowPasses):
+        def __init__(self, ctx):
+            super().__init__(ctx)
+            seen.append(ctx)
+
+    space = _space()
+    entry = register(dataclasses.replace(reduction("2"), name="capture", cpu=Capture))
+    try:
+        assemble(space, builtin_problem("poisson", 2), approach="capture", precision="single")
+    finally:
+        del REDUCTIONS[entry.name]
+    (ctx,) = seen
+    plan, args = ctx.plan, ctx.args
+    pattern = plan.pattern
+    for field in ("row_base", "row_width", "row_start", "adj_offsets", "adj_col", "block_start", "diag_entry"):
+        assert getattr(args.pattern, field) is getattr(pattern, field), field
+    assert args.pattern.adj_interface is plan.adj_interface
+    assert args.basis.lo is plan.lo and args.basis.table is plan.table and args.basis.rec is plan.rec
+    assert args.basis.nbasis is space.element_dofs and args.basis.degree is space.degree
+    assert args.faces.normal is plan.normal and args.faces.sigma is plan.sigma
+    assert args.faces.sigma.dtype == np.float32 and args.basis.lo.dtype == np.float32
+    assert args.faces.face_local is ctx.face_local and (ctx.face_local == -1).all()  # reset after each chunk
+    assert ctx.values.data is ctx.data and ctx.values.rhs is ctx.rhs
+    for group in args:
+        for name, a in group._asdict().items():
+            assert a.dtype in (np.int64, np.float32), name
