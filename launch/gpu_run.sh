@@ -14,7 +14,8 @@
 # --simulator runs the same stages on a CPU machine under numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1,
 # the "cudasim" backend) at tiny sizes; the install step then only checks, without installing, that the
 # wheels folder (when there is one) covers CPython 3.12 on manylinux x86_64.  --quick runs one item per
-# stage (the bench: one assembly and one nonlinear linearisation).  Stage limits and the whole run's (8 minutes on an H100) are in launch/gpu_run.py (BUDGET, RUN_TOTAL);
+# stage (the bench: one assembly and one nonlinear linearisation).  Stage limits and the whole run's
+# (8 minutes on an H100) are in launch/gpu_run.py (BUDGET, RUN_TOTAL; the simulator's SIMULATOR_BUDGET);
 # `-- --budget bench=200 --stages bench` and the like override them.
 set -u
 cd "$(dirname "$0")/.."

@@ -181,8 +181,6 @@ def test_gpu_executor_on_the_simulator_equals_the_cpu(tmp_path):
     import sys
     from pathlib import Path
 
-    import nonlinear_simulator_cases as cases
-
     repo = Path(__file__).resolve().parents[1]
     out = tmp_path / "cases.npz"
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
