@@ -66,18 +66,22 @@ def _libdevice() -> Path | None:
 
 def test_gpu_kernels_compile_to_ptx_for_an_h100():
     """numba-cuda and NVVM compile the kernels (3D; float64 both reductions, float32 the deterministic
-    ones; the pattern's index kernel): what the simulator cannot check (device typing, local and constant
-    memory, atomics)."""
+    ones; the pattern's index kernel) and the nonlinear executor's (2D and 3D: the iterate, the per-point
+    forms, the row kernels): what the simulator cannot check (device typing, local and constant memory,
+    atomics)."""
     libdevice = _libdevice()
     if libdevice is None:
         pytest.skip("no CUDA toolkit with NVVM's libdevice (set CUDA_HOME)")
     env = dict(os.environ, NUMBA_FORCE_CUDA_CC="9.0", PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("NUMBA_ENABLE_CUDASIM", None)
-    run = subprocess.run([sys.executable, str(REPO / "tests" / "gpu_ptx_check.py"), str(libdevice), "3d-all-kinds"],
-                         env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    run = subprocess.run([sys.executable, str(REPO / "tests" / "gpu_ptx_check.py"), str(libdevice), "3d-all-kinds",
+                          "nonlinear-2d", "nonlinear-3d"], env=env, capture_output=True, text=True, timeout=600,
+                         cwd=REPO)
     if "GPU-PTX-SKIP" in run.stdout:
         pytest.skip(run.stdout.strip().splitlines()[-1])
-    assert run.returncode == 0 and "GPU-PTX-OK 10 kernels" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 0 and "GPU-PTX-OK 24 kernels" in run.stdout, run.stdout + run.stderr
+    # each nonlinear kernel compiled once per dimension: one argument signature for all the problem's paths
+    assert sum(line.startswith("nl_") for line in run.stdout.splitlines()) == 14, run.stdout
 
 
 def _cpu(name: str, options: dict):

@@ -181,8 +181,6 @@ def test_gpu_executor_on_the_simulator_equals_the_cpu(tmp_path):
     import sys
     from pathlib import Path
 
-    import nonlinear_simulator_cases as cases
-
     repo = Path(__file__).resolve().parents[1]
     out = tmp_path / "cases.npz"
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
@@ -190,10 +188,30 @@ def test_gpu_executor_on_the_simulator_equals_the_cpu(tmp_path):
     run = subprocess.run([sys.executable, str(repo / "tests" / "nonlinear_simulator_cases.py"), str(out)], env=env,
                          capture_output=True, text=True, timeout=600, cwd=repo)
     assert run.returncode == 0, run.stdout + run.stderr
-    got = dict(np.load(out))
+    _equal_to_the_cpu(dict(np.load(out)))
+
+
+def test_gpu_executor_on_the_test_backend_equals_the_cpu():
+    """The same cases run in this process by the device executor of POLYDG_TEST_BACKEND (cupy on a GPU,
+    cudasim under the simulator): what the GPU run's test stage checks on the card."""
+    import os
+
+    import nonlinear_simulator_cases as cases
+
+    backend = os.environ.get("POLYDG_TEST_BACKEND", "numpy")
+    if backend == "numpy":
+        pytest.skip("POLYDG_TEST_BACKEND is numpy: no device executor to test (the simulator's test covers it)")
+    _equal_to_the_cpu(cases.linearized(backend))
+
+
+def _equal_to_the_cpu(got: dict) -> None:
+    """The device's linearisations of every case (``nonlinear_simulator_cases.linearized``) against the CPU
+    executor's, to 1e-13 of the largest entry; the device's row kernels bitwise repeatable."""
+    import nonlinear_simulator_cases as cases
+
     for name in cases.CASES:
         space, problem, u = cases.case_setup(name)
-        system = NonlinearSystem(space, problem)
+        system = NonlinearSystem(space, problem, backend="numpy")
         for newton in (True, False):
             lin = system.linearize(u, newton=newton)
             key = f"{name}-{'newton' if newton else 'picard'}"

@@ -23,6 +23,7 @@ from .. import backend as bk
 from ..basis import basis_indices, element_box_tables, eval_basis_point_scaled, legendre_recurrence
 from . import linearization as forms
 from .linearization import PointForms
+from .linearized_passes import HostExecutor
 from .plan import AssemblyPlan
 from .points import PointBatch, simplex_points_on
 from .timing import Timer
@@ -353,6 +354,9 @@ class DeviceExecutor:
         self._run("field", len(entity_element), self.dev(entity_element), self.dev(batch.offsets), batch.x, self.u,
                   self.dof_offsets, self.lo, self.hi, self.degree, self.nbasis, values, gradients)
         return values, gradients
+
+    #: the points' location (data per cell or element), on the host: the data is looked up there
+    where = HostExecutor.where
 
     def per_point(self, values: np.ndarray, batch: PointBatch):
         counts = np.diff(batch.offsets)
