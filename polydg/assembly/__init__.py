@@ -1,4 +1,4 @@
-"""Assembly of the IP-dG matrix and load vector (DESIGN.md section 5).
+"""Assembly of the IP-dG matrix and load vector (docs/design.md §7).
 
 ``assemble(space, problem, options)``: the user's choices are an
 :class:`AssemblyOptions` (or its fields as keywords); the part of the system

@@ -1,6 +1,6 @@
 """``assemble()``: the IP-dG matrix and load vector of a problem on a DG space.
 
-An assembly is a plan and three passes (DESIGN.md section 5)::
+An assembly is a plan and three passes (docs/design.md §7)::
 
     DGSpace, Problem --plan_assembly--> AssemblyPlan: rows, tables, rule degrees,
                                         sparsity pattern, face penalty, chunks

@@ -30,13 +30,11 @@ class Coefficients:
     A large batch is evaluated in pieces of :data:`COEFFICIENT_PIECE` points,
     every coefficient of a piece before the next piece, so that the piece's
     points are read from memory once and stay in the core's cache for the
-    others (b, c and f of 2M points at 2D p = 1, 2 threads: 14.5 -> 12.2 ms).  Each
-    value is written into the kernel's array (a ``workspace`` buffer named
-    after the coefficient, when given) by several threads (NumPy's ufuncs
-    release the GIL).  Measured on paper-3d, 2 threads, against two whole
-    halves copied afterwards: 6M volume points 0.15 -> 0.11 s, 5M face
-    points 0.048 -> 0.024 s (pieces of 16k points: 0.155 / 0.040 s; 128k
-    best; 256k no better).  Coefficient callables must therefore be pure
+    others.  Each value is written into the kernel's array (a ``workspace``
+    buffer named after the coefficient, when given) by several threads
+    (NumPy's ufuncs release the GIL), straight into place rather than
+    copied there afterwards; the piece size was chosen by measurement
+    (docs/performance.md).  Coefficient callables must therefore be pure
     functions of their arguments, as the Problem contract asks; ``threads=1``
     evaluates the pieces in order on the calling thread.
     """

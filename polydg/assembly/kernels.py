@@ -1,5 +1,10 @@
 """Compiled block kernels (Numba) for volume, interior-face and boundary terms.
 
+One module though over 600 lines: the row and entity kernels are one family,
+sharing the accumulators, scratch allocators and the prefetch intrinsic that
+Numba inlines into each, and they are read against one another; a split would
+move those helpers into a third module without making either half shorter.
+
 Two families share the same accumulators:
 
 * row kernels (Approach 2, the default): one parallel iteration per element
@@ -312,8 +317,8 @@ def _element_rows_kernel(dim: int):
 
     ``dim`` is a constant of the closure, so the work arrays have
     compile-time shapes and every ``d == 3`` branch is resolved by the
-    compiler; measured (on an earlier volume form), 1.4x faster than the
-    same code with the dimension read from the arrays.
+    compiler, which then unrolls the loops over coordinates (faster than
+    the dimension read from the arrays; docs/performance.md).
     """
 
     @range_kernel
@@ -517,10 +522,9 @@ def interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_off
     e's basis and the neighbours' bases (each point in its neighbour's box)
     are evaluated in one pass each; block (e, c) is complete after its
     interface's last segment and is written once, the diagonal block after
-    all interfaces.  Measured on the 3D benchmark's first chunk (74k
-    elements, 2 threads) against one batch per interface: 0.100 -> 0.080 s
-    at p = 1, where interfaces have 6-12 points and the per-interface loops'
-    set-up was most of the cost; 0.19-0.20 -> 0.21 s at p = 2.
+    all interfaces.  Batches that span interfaces, rather than one batch
+    per interface, spread the loops' set-up over more points where
+    interfaces have few (6-12 at p = 1 in 3D); docs/performance.md.
     """
     parallel_range(_INTERIOR_ROWS[X.shape[1]], e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_offsets,
                    face_local, pts, X, *args)

@@ -1,4 +1,4 @@
-"""The IP-dG residual of a nonlinear problem and its Jacobian, written pointwise (``DESIGN.md`` section 12).
+"""The IP-dG residual of a nonlinear problem and its Jacobian, written pointwise (docs/design.md §8).
 
 For the problem
 

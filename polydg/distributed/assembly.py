@@ -1,4 +1,4 @@
-"""Assembly across MPI ranks: partition, hand out, assemble rows, gather (DESIGN.md section 7).
+"""Assembly across MPI ranks: partition, hand out, assemble rows, gather (docs/design.md §11).
 
 ::
 

@@ -1,4 +1,4 @@
-"""Coefficients from data: values per fine cell, per element, or on a Cartesian grid (DESIGN.md section 12).
+"""Coefficients from data: values per fine cell, per element, or on a Cartesian grid (docs/design.md §6).
 
 Three kinds, each usable as a problem's diffusion, reaction or source:
 

@@ -1,4 +1,4 @@
-"""Coefficients of the discrete solution and their derivatives at points (``DESIGN.md`` section 12).
+"""Coefficients of the discrete solution and their derivatives at points (docs/design.md §6).
 
 A nonlinear problem's diffusion, reaction or source names the iterate's arguments ``u`` (values,
 ``(n,)``) and ``grad_u`` (gradients, ``(n, d)``) besides x.  Newton's method needs their derivatives
