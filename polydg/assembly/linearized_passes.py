@@ -51,12 +51,19 @@ def linearized_bytes_per_point(dim: int) -> int:
     return BYTES_PER_POINT + 8 * (4 * D * D + 2 * D)
 
 
+#: the most memory (MB) a chunk of a linearisation takes, whatever the budget: its buffers are kept from
+#: one iterate to the next, and chunks larger than this are no faster
+LINEARIZATION_CHUNK_MB = 256.0
+
+
 def linearization_chunks(plan: AssemblyPlan) -> list[tuple[int, int]]:
-    """The plan's rows in chunks whose linearisation fits the plan's memory budget (``memory_budget_mb``)."""
+    """The plan's rows in chunks whose linearisation fits the plan's memory budget (``memory_budget_mb``),
+    and at most :data:`LINEARIZATION_CHUNK_MB`."""
     if not plan.chunks or plan.options is None:
         return list(plan.chunks)
     mesh = plan.mesh
-    budget = plan.options.memory_budget_mb * BYTES_PER_POINT / linearized_bytes_per_point(mesh.dim)
+    budget_mb = min(plan.options.memory_budget_mb, LINEARIZATION_CHUNK_MB)
+    budget = budget_mb * BYTES_PER_POINT / linearized_bytes_per_point(mesh.dim)
     return element_chunks(mesh, plan.q_element, plan.face_q, budget, plan.elements)
 
 
@@ -196,14 +203,16 @@ class HostExecutor:
         pass
 
     def results(self):
-        """The Jacobian (SciPy CSR) or None, and the residual (NumPy)."""
+        """The Jacobian (SciPy CSR) or None, and the residual (NumPy): the caller's alone (the executor keeps
+        no reference to them, so they are freed with the caller's)."""
         jacobian = None
         if self.want:
             pattern = self.plan.pattern
             jacobian = sp.csr_matrix((pattern.n_rows, pattern.n_cols))
             jacobian.data, jacobian.indices, jacobian.indptr = self.data, pattern.indices, pattern.indptr
             jacobian.has_sorted_indices = True
-        return jacobian, self.rhs
+        residual, self.data, self.rhs, self.u = self.rhs, None, None, None
+        return jacobian, residual
 
 
 def linearize(plan: AssemblyPlan, problem, executor, u, *, penalty_at: Callable[[np.ndarray], np.ndarray],
