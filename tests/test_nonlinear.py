@@ -111,6 +111,23 @@ def test_a_kept_system_linearises_again_as_a_fresh_one_and_keeps_nothing_it_retu
     assert again.jacobian.data.tobytes() == J1.tobytes() and again.residual.tobytes() == r1.tobytes()
 
 
+def test_values_of_x_alone_are_kept_from_one_iterate_to_the_next(spaces):
+    """Coefficients free of u (here the advection b(x) = x, f and g_D) are computed once per system and
+    batch of points (as many as the limit holds): a later iterate equals a fresh system's bit for bit."""
+    space = spaces["2d"]
+    problem = Problem("b = x", diffusion=lambda x, u: 0.1 * (1 + u**2), advection=lambda x: x,
+                      source=lambda x: np.cos(2 * x[:, 1]), dirichlet=lambda x: x[:, 0])
+    kept = NonlinearSystem(space, problem, memory_budget_mb=0.05)
+    assert len(kept.executor.chunks) > 2
+    u1, u2 = 0.5 * np.random.default_rng(7).standard_normal((2, space.n_dofs))
+    kept.linearize(u1)
+    assert kept.executor.x_only.nbytes > 0
+    later = kept.linearize(u2)
+    fresh = NonlinearSystem(space, problem, memory_budget_mb=0.05).linearize(u2)
+    assert later.jacobian.data.tobytes() == fresh.jacobian.data.tobytes()
+    assert later.residual.tobytes() == fresh.residual.tobytes()
+
+
 @pytest.mark.parametrize("dim", ["2d", "3d"])
 def test_a_scalar_diffusion_linearises_as_the_tensor_a_times_the_identity(spaces, dim):
     """A scalar a(u) is kept as one number per point, the tensor a(u) I as d x d: the same Jacobian and residual."""

@@ -92,7 +92,8 @@ class XOnlyValues:
         if value is None:
             value = compute()
             if self.nbytes + value.nbytes <= self.limit:
-                self.values[key] = value
+                # a view (of buffers that the next batch overwrites, say) is kept as a copy
+                self.values[key] = value if value.base is None else value.copy()
                 self.nbytes += value.nbytes
         return value
 
@@ -410,7 +411,6 @@ def volume_forms(coefficients: CoefficientsAtIterate, x, u, g, want: bool = True
     """M (n, D, D) and rho (n, D) at volume points (M None without ``want``), and a (n,): the penalty's
     max_k sum_m |A_km| at each point.  ``run(kind, n, *arrays)`` runs the point loop where the arrays are;
     ``where`` locates the points (or None)."""
-    xp = coefficients.xp
     n, d = int(x.shape[0]), int(x.shape[1])
     diff = coefficients.diffusion(x, u, g, where)
     c, dc = coefficients.scalar("reaction", x, u, g, where)
