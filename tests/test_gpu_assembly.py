@@ -126,6 +126,21 @@ def test_deterministic_gpu_kernels_are_bitwise_repeatable(simulated, name):
         assert np.array_equal(simulated[f"{name}/rows/rhs"], simulated[f"{name}/rows-chunked/rhs"])
 
 
+@pytest.mark.parametrize("approach", ["2", "atomic"])
+def test_a_kept_plan_on_the_device_assembles_as_a_fresh_one(simulated, approach):
+    # an Assembler (its device pattern and tables kept) with all-kinds, change-of-type, all-kinds again
+    fresh = {0: "2d-all-kinds", 1: "2d-change-of-type", 2: "2d-all-kinds"}
+    variant = "rows" if approach == "2" else "atomic"
+    for k, name in fresh.items():
+        got_data, got_rhs = simulated[f"kept/{approach}/{k}/data"], simulated[f"kept/{approach}/{k}/rhs"]
+        ref_data, ref_rhs = simulated[f"{name}/{variant}/data"], simulated[f"{name}/{variant}/rhs"]
+        assert bool(simulated[f"kept/{approach}/{k}/made"]) is (k == 0)
+        if approach == "2":  # the row kernels: bit for bit
+            assert got_data.tobytes() == ref_data.tobytes() and got_rhs.tobytes() == ref_rhs.tobytes()
+        else:  # atomic adds in the simulator's thread order: to round-off
+            assert _rel(got_data, ref_data) < 1e-13 and _rel(got_rhs, ref_rhs) < 1e-13
+
+
 @pytest.mark.parametrize("name", list(PATTERN_CASES))
 def test_the_device_pattern_is_the_host_pattern(simulated, name):
     """The pattern built on the device (array code on the stand-in's arrays, the index kernel on the

@@ -43,7 +43,7 @@ class DeviceContext:
     """What the device passes share: the backend's arrays of the plan, the values being assembled, the kernels."""
 
     def __init__(self, plan: AssemblyPlan, backend: str, coefficients: Coefficients, workspace: Workspace,
-                 timer: Timer, progress: Callable[[str, int, int], None] | None = None):
+                 timer: Timer, progress: Callable[[str, int, int], None] | None = None, kept: dict | None = None):
         from .cuda_kernels import gpu_kernels  # imports numba.cuda: only here, on the GPU path
 
         if plan.approach not in ("2", "atomic"):
@@ -57,19 +57,26 @@ class DeviceContext:
                                   getattr(space, "basis", "P"))
         t = time.perf_counter()
         dev = self.dev
-        # row_start: each element's first row among the assembled ones (the kernels' dof_offsets - first_row)
-        self.degree, self.nbasis, self.dof_offsets = dev(space.degree), dev(space.element_dofs), dev(pattern.row_start)
-        self.lo, self.hi, self.normal, self.sigma = dev(plan.lo), dev(plan.hi), dev(plan.normal), dev(plan.sigma)
-        self.csr = (dev(pattern.row_base), dev(pattern.row_width), dev(pattern.block_start), dev(pattern.diag_entry))
+        # the plan's tables on the device, copied once per ``kept`` (an Assembler's, for all its assemblies)
+        kept = {} if kept is None else kept
+        if not kept:
+            # row_start: each element's first row among the assembled ones (the kernels' dof_offsets - first_row)
+            kept.update(degree=dev(space.degree), nbasis=dev(space.element_dofs), dof_offsets=dev(pattern.row_start),
+                        lo=dev(plan.lo), hi=dev(plan.hi), normal=dev(plan.normal),
+                        csr=(dev(pattern.row_base), dev(pattern.row_width), dev(pattern.block_start),
+                             dev(pattern.diag_entry)),
+                        face_normal64=dev(mesh.face_normal),  # float64: the coefficients' normals, as on the host
+                        # what the point maps read: vertices, sub-simplices and faces with their measures
+                        mesh_points=dev(mesh.points), simplices=dev(mesh.simplices),
+                        simplex_volume=dev(mesh.simplex_volume), face_vertices=dev(mesh.face_vertices),
+                        face_measure=dev(mesh.face_measure))
+        for name, value in kept.items():
+            setattr(self, name, value)
+        self.sigma = dev(plan.sigma)
         self.first_row = 0
         self.data = self.xp.zeros(pattern.nnz, dtype=plan.dtype)
         self.rhs = self.xp.zeros(pattern.n_rows, dtype=plan.dtype)
         self.face_local = self.xp.full(mesh.n_faces, -1, dtype=np.int64)
-        self.face_normal64 = dev(mesh.face_normal)  # float64: the coefficients' normals, as on the host
-        # what the point maps read, once: vertices, sub-simplices and faces with their measures
-        self.mesh_points, self.simplices, self.simplex_volume = (dev(mesh.points), dev(mesh.simplices),
-                                                                 dev(mesh.simplex_volume))
-        self.face_vertices, self.face_measure = dev(mesh.face_vertices), dev(mesh.face_measure)
         self.values = DeviceCoefficients(coefficients.problem, mesh.dim, plan.dtype, self.xp)
         timer.add("values", t)
         self._warm: set[str] = set()
@@ -246,15 +253,16 @@ def boundary_face_pass(ctx: DeviceContext, mode: int, key: str) -> None:
 
 def assemble_on_device(plan: AssemblyPlan, backend: str, coefficients: Coefficients, workspace: Workspace,
                        timer: Timer, progress: Callable[[str, int, int], None] | None = None,
-                       to_host: bool = False) -> tuple[object, object]:
+                       to_host: bool = False, kept: dict | None = None) -> tuple[object, object]:
     """Run the plan's passes on the device; the matrix and load vector.
 
     With ``backend="cupy"`` the matrix is a ``cupyx.scipy.sparse.csr_matrix``
     and the load a CuPy array, or with ``to_host`` a SciPy CSR matrix (int64
     indices) and a NumPy array; under the simulator (``"cudasim"``) always
-    the SciPy / NumPy pair.
+    the SciPy / NumPy pair.  ``kept``: where the plan's device tables are kept from one call to the next
+    (an :class:`~polydg.assembly.Assembler`'s); default copied for this call.
     """
-    ctx = DeviceContext(plan, backend, coefficients, workspace, timer, progress)
+    ctx = DeviceContext(plan, backend, coefficients, workspace, timer, progress, kept)
     volume_pass(ctx)
     interior_face_pass(ctx)
     for mode, key in boundary_modes(plan.problem):

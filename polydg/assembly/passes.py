@@ -19,6 +19,7 @@ import scipy.sparse as sp
 
 from . import kernels as K
 from .coefficients import Coefficients
+from .kept_points import KeptPoints
 from .plan import AssemblyPlan
 from .points import PointBatch, simplex_points
 from .timing import Timer
@@ -35,9 +36,9 @@ class PassContext:
     """
 
     def __init__(self, plan: AssemblyPlan, coefficients: Coefficients, workspace: Workspace, timer: Timer,
-                 progress: Callable[[str, int, int], None] | None = None):
+                 progress: Callable[[str, int, int], None] | None = None, kept: KeptPoints | None = None):
         self.plan, self.coefficients, self.workspace, self.timer = plan, coefficients, workspace, timer
-        self.progress = progress
+        self.progress, self.kept = progress, kept
         t = time.perf_counter()
         # the value array (Approach 1 builds its own from the COO triplets; a load alone needs none)
         with_values = plan.matrix and plan.approach != "1"
@@ -69,15 +70,40 @@ class PassContext:
         X[...], W[...] = batch.x, batch.weight
         return X, W
 
-    def face_points(self, faces: np.ndarray) -> tuple[PointBatch, np.ndarray, np.ndarray]:
-        """The listed faces' quadrature points (float64) and the points and weights in the working precision."""
+    def chunk_points(self, key: tuple, make: Callable[[], PointBatch],
+                     faces: np.ndarray | None = None) -> tuple[PointBatch, np.ndarray, np.ndarray]:
+        """The points of the batch ``key`` (float64) and its points and weights in the working precision:
+        kept ones (:class:`~polydg.assembly.kept_points.KeptPoints`, the same numbers), or ``make()``'s,
+        then kept when the store keeps points.  ``faces``: the faces they belong to, checked against
+        the kept batch's (a boundary pass's faces depend on the problem)."""
         t = time.perf_counter()
-        mesh = self.plan.mesh
-        batch = simplex_points(mesh.points, mesh.face_measure[faces], self.plan.face_degrees(faces),
-                               cells=mesh.face_vertices[faces], workspace=self.workspace)
-        X, W = self.points(batch)
+        found = self.kept.get(key, faces) if self.kept is not None else None
+        if found is None:
+            batch = make()
+            X, W = self.points(batch)
+            if self.kept is not None:
+                batch, X, W = self.kept.put(key, faces, batch, X, W)
+        else:
+            batch, X, W = found
         self.timer.add("quadrature_points", t)
         return batch, X, W
+
+    def face_points(self, faces: np.ndarray, key: tuple | None = None) -> tuple[PointBatch, np.ndarray, np.ndarray]:
+        """The listed faces' quadrature points (float64) and the points and weights in the working precision
+        (kept under ``key``, see :meth:`chunk_points`)."""
+        mesh = self.plan.mesh
+
+        def make() -> PointBatch:
+            return simplex_points(mesh.points, mesh.face_measure[faces], self.plan.face_degrees(faces),
+                                  cells=mesh.face_vertices[faces], workspace=self.workspace)
+
+        if key is None:
+            t = time.perf_counter()
+            batch = make()
+            X, W = self.points(batch)
+            self.timer.add("quadrature_points", t)
+            return batch, X, W
+        return self.chunk_points(key, make, faces)
 
     def matrix(self) -> sp.csr_matrix | None:
         """The assembled rows as CSR with int64 indices (Approach 1: SciPy's conversion of the triplets);
@@ -115,14 +141,16 @@ def volume_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
     degree, nbasis, pattern = space.degree, space.element_dofs, plan.pattern
     tables = (plan.lo, plan.hi, degree, nbasis, plan.table, plan.rec)
     for ci, (e_lo, e_hi) in enumerate(plan.chunks):
-        t = time.perf_counter()
         s_lo, s_hi = int(mesh.element_offsets[e_lo]), int(mesh.element_offsets[e_hi])
-        q = plan.q_uniform if plan.q_uniform is not None else np.repeat(
-            plan.q_element[e_lo:e_hi], np.diff(mesh.element_offsets[e_lo:e_hi + 1]))
-        batch = simplex_points(mesh.points, mesh.simplex_volume[s_lo:s_hi], q, cells=mesh.simplices[s_lo:s_hi],
-                               workspace=ctx.workspace)
-        X, W = ctx.points(batch)
-        t = timer.add("quadrature_points", t)
+
+        def make() -> PointBatch:
+            q = plan.q_uniform if plan.q_uniform is not None else np.repeat(
+                plan.q_element[e_lo:e_hi], np.diff(mesh.element_offsets[e_lo:e_hi + 1]))
+            return simplex_points(mesh.points, mesh.simplex_volume[s_lo:s_hi], q, cells=mesh.simplices[s_lo:s_hi],
+                                  workspace=ctx.workspace)
+
+        batch, X, W = ctx.chunk_points(("volume", ci), make)
+        t = time.perf_counter()
         A, B, C, F = ctx.coefficients.volume(batch.x, want_load=True, want_block=plan.matrix)
         timer.add("coefficients", t)
         if plan.approach == "2" or plan.load_only:
@@ -169,7 +197,7 @@ def _interior_rows_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
         ifs = chunk_interfaces(plan, e_lo, e_hi)
         faces = expand_ranges(mesh.interface_offsets[ifs], mesh.interface_offsets[ifs + 1])
         ctx.face_local[faces] = np.arange(len(faces))
-        batch, X, W = ctx.face_points(faces)
+        batch, X, W = ctx.face_points(faces, ("interior", ci))
         t = time.perf_counter()
         A, B = ctx.coefficients.interior(batch.x)
         timer.add("coefficients", t)
@@ -208,12 +236,12 @@ def _interior_entities_pass(plan: AssemblyPlan, ctx: PassContext) -> None:
     mesh, space, pattern, timer = plan.mesh, plan.space, plan.pattern, ctx.timer
     nbasis = space.element_dofs
     cuts = np.linspace(0, mesh.n_interior_faces, max(len(plan.chunks), 1) + 1).astype(np.int64)
-    for f_lo, f_hi in zip(cuts[:-1], cuts[1:]):
+    for ci, (f_lo, f_hi) in enumerate(zip(cuts[:-1], cuts[1:])):
         if f_hi == f_lo:
             continue
         faces = np.arange(f_lo, f_hi, dtype=np.int64)
         ctx.face_local[faces] = np.arange(len(faces))
-        batch, X, W = ctx.face_points(faces)
+        batch, X, W = ctx.face_points(faces, ("interior-entity", ci))
         t = time.perf_counter()
         A, B = ctx.coefficients.interior(batch.x)
         timer.add("coefficients", t)
@@ -295,7 +323,7 @@ def boundary_face_pass(plan: AssemblyPlan, ctx: PassContext, mode: int, key: str
         if len(faces) == 0:
             continue
         ctx.face_local[faces] = np.arange(len(faces))
-        batch, X, W = ctx.face_points(faces)
+        batch, X, W = ctx.face_points(faces, ("boundary", mode, ci))
         t = time.perf_counter()
         normals = np.repeat(mesh.face_normal[faces], np.diff(batch.offsets), axis=0)
         A, B, GD, GN, NEU = ctx.coefficients.boundary(batch.x, normals)
