@@ -1,6 +1,6 @@
 """Run the per-point forms of ``polydg.assembly.forms`` as numba-cuda device code and compare with the CPU.
 
-DESIGN.md asks that the per-point mathematics stay plain functions that
+docs/design.md (§12) asks that the per-point mathematics stay plain functions that
 numba-cuda can compile for the GPU backend.  This script holds that to
 account: it compiles ``eval_basis_point_scaled``, ``element_box_tables``,
 ``volume_point``, ``load_point``, ``normal_flux`` and

@@ -5,7 +5,8 @@ also be run alone::
 
     python launch/gpu_run.py --out OUTDIR                      # a CUDA GPU with CuPy and numba-cuda
     NUMBA_ENABLE_CUDASIM=1 python launch/gpu_run.py --simulator --out OUTDIR      # the same stages, tiny
-    python launch/gpu_run.py --simulator --quick --out OUTDIR  # one item per stage (what CI runs)
+    python launch/gpu_run.py --simulator --quick --out OUTDIR  # one item per stage (what CI runs; the
+                                                               # bench: one assembly, one linearisation)
 
 Stages, in order of importance, each in its own process with its own time
 limit (``BUDGET``; the whole run fits ``TOTAL`` seconds), each saving its
@@ -18,13 +19,15 @@ finished and the later stages still run:
                  repeatable, the device CSR equal to the host copy, marches (P, PQ with local steps,
                  iterative) equal to the CPU march, ``mpiexec -n 2`` on the one GPU gathering the
                  one-process matrix bit for bit, the per-point forms as device functions
-``tests``        ``POLYDG_TEST_BACKEND=cupy`` pytest on the files with GPU variants and the CuPy-only tests
+``tests``        ``POLYDG_TEST_BACKEND=cupy`` pytest on the files with GPU variants and the CuPy-only tests,
+                 the nonlinear device executor against the CPU's among them
 ``kernels``      registers, local, shared and constant memory per thread of every kernel, per
                  (dimension, degree, precision, basis)
 ``bench``        Table 5 (paper-3d, cube:64, 6.29M dofs at p = 1), Table 2 (one paper-2d1 slab, about 1M
-                 dofs at p = 1-3), Table 4 (meshes 1-3, p = 1-3), then Table 5's shape at p = 2, 3 and
-                 2-thread CPU totals; kernel times, device-to-host transfer apart, rates against the
-                 card's float64 peak and memory bandwidth
+                 dofs at p = 1-3), a Newton linearisation (quasilinear, and with data per fine cell and on
+                 a grid; 197k dofs at p = 2) against the CPU's, Table 4 (meshes 1-3, p = 1-3), then Table
+                 5's shape at p = 2, 3 and 2-thread CPU totals; kernel times, device-to-host transfer
+                 apart, rates against the card's float64 peak and memory bandwidth
 
 Everything lands in ``OUTDIR/results.json`` (one record per stage: status,
 seconds, limit, summary, details), ``OUTDIR/run.log`` and
@@ -63,6 +66,9 @@ BUDGET = {"device": 20, "correctness": 140, "tests": 120, "kernels": 40, "bench"
 TOTAL = 440
 #: the whole run, the install step (gpu_run.sh) included: 8 minutes on an H100 with room to spare
 RUN_TOTAL = 470
+#: the simulator's limits: its cases are tiny, but a first run on a loaded 2-core machine compiles every CPU
+#: kernel (minutes) and runs each GPU thread as a Python thread
+SIMULATOR_BUDGET = {"device": 60, "correctness": 420, "tests": 300, "kernels": 120, "bench": 300}
 #: a stage is not started with less than this left
 MIN_STAGE = 10
 #: the process of a stage is stopped this long after its limit (the stage itself stops short of it)
@@ -76,10 +82,14 @@ F64_TOL, F32_TOL, F32_FLOOR = 1e-13, 1e-6, 1e-5
 GPU_TEST_FILES = ("tests/test_gpu_assembly.py", "tests/test_gpu_offload.py", "tests/test_assembly.py",
                   "tests/test_spacetime.py", "tests/test_solve.py", "tests/test_cli.py",
                   "tests/test_problem_protocol.py", "tests/test_quadrature_simplices.py", "tests/test_moments.py",
-                  "tests/test_convergence.py")
+                  "tests/test_convergence.py", "tests/test_nonlinear.py")
 #: tests that check the simulator or the PTX on the CPU (CI runs them): not the card's business
 CPU_ONLY_TESTS = ("match_the_cpu", "bitwise_repeatable", "device_pattern_is_the_host", "march_on_the_device_matches",
-                  "pq_slab_on_the_device", "compile_to_ptx", "runs_on_the_simulator", "two_mpi_ranks")
+                  "pq_slab_on_the_device", "compile_to_ptx", "runs_on_the_simulator", "two_mpi_ranks",
+                  "executor_on_the_simulator")
+#: of the nonlinear tests (whose NonlinearSystem follows POLYDG_TEST_BACKEND), the device executor's against
+#: the CPU's: the others are the CPU's business and their Newton solves would take the stage's time
+NONLINEAR_SELECT = "(not test_nonlinear.py or gpu_executor_on_the_test_backend)"
 SIMULATOR_TESTS = ("backend_selection", "test_backend_switch_reaches", "numpy_primitives", "cupy_transfers",
                    "refuses_unsorted")
 
@@ -611,11 +621,13 @@ def stage_tests(stage: Stage) -> None:
                PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "launch"), os.environ.get("PYTHONPATH", "")]))
     if stage.simulator:
         env["NUMBA_ENABLE_CUDASIM"] = "1"
-        files = ["tests/test_gpu_assembly.py"] + ([] if stage.quick else ["tests/test_gpu_offload.py"])
-        select = " or ".join(SIMULATOR_TESTS) if stage.quick else "not (" + " or ".join(CPU_ONLY_TESTS) + ")"
+        files = ["tests/test_gpu_assembly.py"] + ([] if stage.quick else ["tests/test_gpu_offload.py",
+                                                                          "tests/test_nonlinear.py"])
+        select = " or ".join(SIMULATOR_TESTS) if stage.quick else \
+            "not (" + " or ".join(CPU_ONLY_TESTS) + ") and " + NONLINEAR_SELECT
     else:
         files = list(GPU_TEST_FILES)
-        select = "not (" + " or ".join(CPU_ONLY_TESTS) + ")"
+        select = "not (" + " or ".join(CPU_ONLY_TESTS) + ") and " + NONLINEAR_SELECT
     jobs = stage.jobs
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "gpu_test_log", "-p", "no:cacheprovider", "-m", "not slow",
            "-k", select, f"--junitxml={junit}", *files]
@@ -779,11 +791,17 @@ def bench_cases(simulator: bool, quick: bool):
                                                                                 0.0, 0.01)
         return make
 
+    def nonlinear(spec, p, kind):
+        return lambda: nonlinear_case(cached(("nl", spec), lambda: build_polytopic_mesh(from_spec(spec))), p, kind)
+
     per_mdof = PAPER_TABLE2["double"]["total_assembly"]
     if simulator:
         yield "table5 cube:1 p=1", "table5", table5("cube:1", 1), None, None, True
+        yield "nonlinear quasilinear square:2 p=1", "nonlinear", nonlinear("square:2", 1, "quasilinear"), None, None, \
+            True
         if not quick:
             yield "table2 oscillating-square:2 p=1", "table2", table2(2, 1), None, None, True
+            yield "nonlinear data square:2 p=1", "nonlinear", nonlinear("square:2", 1, "data"), None, None, True
             yield "table4 oscillating-square:3/4 p=1", "table4", table4("oscillating-square:3", 4, 1), None, None, True
             yield "table2 oscillating-square:2 p=2", "table2", table2(2, 2), None, None, True
         return
@@ -791,12 +809,95 @@ def bench_cases(simulator: bool, quick: bool):
     for p in (1, 2, 3):
         yield f"table2 oscillating-square:{TABLE2_N[p]} p={p}", "table2", table2(TABLE2_N[p], p), \
             ("per_mdof", per_mdof[p - 1]), ("per_mdof", per_mdof[p - 1] / 10), True
+    # one Newton linearisation (issue #28) of 197k dofs, and the same with data per fine cell and on a grid
+    yield "nonlinear quasilinear square:128 p=2", "nonlinear", nonlinear("square:128", 2, "quasilinear"), None, \
+        None, True
+    yield "nonlinear data square:128 p=2", "nonlinear", nonlinear("square:128", 2, "data"), None, None, True
     for number, n_el in MESHES.items():
         for p in (1, 2, 3):
             yield f"table4 mesh {number} p={p}", "table4", table4(SPEC, n_el, p), PAPER_TOTAL[number][p], \
                 PAPER_TOTAL[number][p] / 10, number < 3
     yield "table5 cube:48 p=2", "table5", table5("cube:48", 2), None, None, False
     yield "table5 cube:38 p=3", "table5", table5("cube:38", 3), None, None, False
+
+
+def nonlinear_case(mesh, p: int, kind: str):
+    """(space, problem) of a nonlinear row: the built-in ``quasilinear`` problem, or ``data``: diffusion per
+    fine cell (located: the executor hands each point's cell), a source on an 8 x 8 grid, reaction u^2."""
+    from polydg.problem import CellData, GridData, Problem, builtin_problem
+    from polydg.space import DGSpace
+
+    if kind == "quasilinear":
+        return DGSpace(mesh, p), builtin_problem("quasilinear", mesh.dim)
+    rng = np.random.default_rng(5)
+    problem = Problem("data", diffusion=CellData(1.0 + rng.random(mesh.n_fine_cells)), reaction=lambda x, u: u**2,
+                      source=GridData(1.0 + rng.random((8, 8)), (0, 1, 0, 1)), dirichlet=0.2)
+    return DGSpace(mesh, p), problem
+
+
+NONLINEAR_KERNELS = ("field", "volume", "interior", "boundary", "volume_rows", "interior_rows", "boundary_rows")
+
+
+def kernel_resources(namespace, names) -> dict:
+    """Registers, local, shared and constant memory per thread of each compiled variant of the kernels
+    ``names`` of ``namespace`` (numba-cuda dispatchers); a line where nothing was compiled."""
+    from numba import config
+
+    out = {}
+    for name in names:
+        overloads = getattr(getattr(namespace, name), "overloads", None)
+        if config.ENABLE_CUDASIM:  # the simulator runs Python: nothing compiled to measure
+            out[name] = "not compiled (simulator)"
+        elif not overloads:
+            out[name] = "not launched"
+        else:
+            out[name] = [{"registers": k.regs_per_thread, "local_bytes": k.local_mem_per_thread,
+                          "shared_bytes": k.shared_mem_per_block, "const_bytes": k.const_mem_size,
+                          "max_threads_per_block": k.max_threads_per_block, "arguments": len(args)}
+                         for args, k in overloads.items()]
+    return out
+
+
+def bench_nonlinear(space, problem, backend: str, repeat: int) -> dict:
+    """One Newton linearisation (Jacobian and residual, copied to the host) on the device: the first run
+    (compilation apart), the median of ``repeat`` more, bitwise repeatability; the CPU's on 2 threads, its
+    values against the device's (to 1e-13 of the largest) and its time; the device kernels' resources."""
+    import numba
+
+    from polydg.nonlinear import NonlinearSystem
+
+    u = 0.1 * np.random.default_rng(0).standard_normal(space.n_dofs)
+    t = time.perf_counter()
+    system = NonlinearSystem(space, problem, backend=backend)
+    out = {"setup": time.perf_counter() - t}
+    t = time.perf_counter()
+    first = system.linearize(u)
+    out.update(first_run=time.perf_counter() - t, jit_first_run=first.info["timings"]["jit"])
+    runs, lin = [], first
+    for _ in range(repeat):
+        t = time.perf_counter()
+        lin = system.linearize(u)
+        runs.append(dict(lin.info["timings"], wall=time.perf_counter() - t))
+    out["gpu"] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    checks = {}
+    check(checks, "device Jacobian bitwise repeatable", np.array_equal(first.jacobian.data, lin.jacobian.data))
+    out["kernels"] = kernel_resources(system.executor.kernels, NONLINEAR_KERNELS)
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    try:
+        host = NonlinearSystem(space, problem, backend="numpy")
+        host.linearize(u)  # compiles or loads the CPU kernels
+        t = time.perf_counter()
+        ref = host.linearize(u)
+        out["cpu"] = {"total_assembly": ref.info["timings"]["total_assembly"], "wall": time.perf_counter() - t,
+                      "threads": numba.get_num_threads()}
+    finally:
+        numba.set_num_threads(before)
+    check(checks, "Jacobian against the CPU", rel_diff(lin.jacobian.data, ref.jacobian.data), F64_TOL)
+    check(checks, "residual against the CPU", rel_diff(lin.residual, ref.residual), F64_TOL)
+    out["checks"] = checks
+    out["gpu_over_cpu"] = out["gpu"]["wall"] / out["cpu"]["wall"] if out["cpu"]["wall"] > 0 else None
+    return out
 
 
 def bench_one(space, problem, backend: str, repeat: int, peak, bandwidth) -> dict:
@@ -880,6 +981,13 @@ def stage_bench(stage: Stage) -> None:
     def summarise():
         table = {}
         for label, r in rows.items():
+            if "nonlinear" in r:
+                n = r["nonlinear"]
+                table[label] = {"dofs": r["dofs"], "gpu_linearisation": n["gpu"]["wall"], "gpu_kernels":
+                                n["gpu"]["total_kernels"], "jit_first_run": n["jit_first_run"],
+                                "cpu_2_threads": n["cpu"]["wall"], "checks_failed":
+                                [c for c, v in n["checks"].items() if not v["ok"]]}
+                continue
             g = r.get("gpu-2")
             if not g:
                 table[label] = r.get("status") or r.get("error")
@@ -907,6 +1015,17 @@ def stage_bench(stage: Stage) -> None:
             space, problem = build()
             row = {"table": table, "dofs": int(space.n_dofs), "elements": int(space.mesh.n_elements),
                    "build_seconds": time.perf_counter() - t}
+            if table == "nonlinear":
+                row["nonlinear"] = bench_nonlinear(space, problem, backend, repeat)
+                n = row["nonlinear"]
+                say(f"bench {label}: {row['dofs']:,} dofs, linearisation {n['gpu']['wall']:.4f} s (kernels "
+                    f"{n['gpu']['total_kernels']:.4f} s, jit {n['jit_first_run']:.1f} s), CPU 2 threads "
+                    f"{n['cpu']['wall']:.4f} s")
+                row["seconds"] = time.perf_counter() - t
+                rows[label] = row
+                summarise()
+                free_device_memory(backend)
+                continue
             row.update(bench_one(space, problem, backend, repeat, peak, bandwidth))
             total = row["gpu-2"]["total_assembly"]
             for key, value in (("paper", paper), ("target", target)):
@@ -941,7 +1060,8 @@ def stage_bench(stage: Stage) -> None:
             rows[label]["cpu"] = {"error": f"{type(exc).__name__}: {exc}"}
         summarise()
     summarise()
-    stage.finish(all("gpu-2" in r for r in rows.values()))
+    stage.finish(all("gpu-2" in r or ("nonlinear" in r and all(v["ok"] for v in r["nonlinear"]["checks"].values()))
+                     for r in rows.values()))
 
 
 # ---------------------------------------------------------------------------
@@ -990,8 +1110,8 @@ def drive(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="polydg-gpu-run-"))
     start = time.monotonic()
-    total = args.total if args.total else (TOTAL if not args.simulator else 600)
-    budget = dict(BUDGET)
+    budget = dict(SIMULATOR_BUDGET if args.simulator else BUDGET)
+    total = args.total if args.total else (sum(budget.values()) if args.simulator else TOTAL)
     for item in args.budget or []:
         name, _, seconds = item.partition("=")
         budget[name] = float(seconds)
@@ -1076,7 +1196,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="one item per stage: every stage's code, in seconds")
     ap.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES)
     ap.add_argument("--budget", nargs="*", metavar="STAGE=SECONDS", help="override a stage's time limit")
-    ap.add_argument("--total", type=float, help=f"the whole run's limit in seconds (default {TOTAL} on a GPU)")
+    ap.add_argument("--total", type=float, help=f"the whole run's limit in seconds (default {TOTAL} on a GPU, "
+                    f"{sum(SIMULATOR_BUDGET.values())} on the simulator)")
     ap.add_argument("--jobs", type=int, help="processes per stage (default: by stage and machine)")
     ap.add_argument("--install-json", help="the install step's record (written by gpu_run.sh)")
     # internal: one stage, in its own process; the MPI ranks of the correctness stage

@@ -1,4 +1,4 @@
-"""The one place that knows NumPy from CuPy (DESIGN.md section 8).
+"""The one place that knows NumPy from CuPy (docs/design.md §12).
 
 A backend is a name: ``"numpy"`` (the CPU path), ``"cupy"`` (the GPU path:
 numba-cuda kernels on CuPy arrays, ``polydg/assembly/cuda_passes.py``) or

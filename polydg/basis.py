@@ -1,4 +1,4 @@
-"""Bounding-box Legendre bases of total degree <= p (DESIGN.md section 4).
+"""Bounding-box Legendre bases of total degree <= p (docs/design.md §5).
 
 On element K with bounding box [lo, hi] (in d = 1..4 dimensions) the basis is
 the set of tensor products of scaled Legendre polynomials
@@ -388,9 +388,9 @@ def eval_basis_point_scaled(x, box, scale, rec, pmax, indices, nb, leg, dleg, ph
 
 
 #: The same kernel, inlined into its Numba callers at the IR level
-#: (``inline="always"``): saves the call with its ten array arguments, about
-#: 15-20 ns per point on a CPU core, a third of the basis cost at p = 1 in 3D.
-#: Costs compile time in every caller; results are bitwise identical.
+#: (``inline="always"``): saves the call with its ten array arguments, a large
+#: part of the basis cost at low degree.  Costs compile time in every caller;
+#: results are bitwise identical.
 eval_basis_point_inline = numba.njit(inline="always", fastmath=False)(eval_basis_point.py_func)
 
 

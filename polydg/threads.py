@@ -8,9 +8,8 @@ the pool's workers), each worker taking the next task when it finishes one.
 
 Why not Numba's ``prange``: its parallel-loop passes run over the whole
 inlined body of a kernel, and on the assembly kernels they were most of a
-first run's compile time (the 2D interior-face kernel: 61 s with ``prange``,
-20 s as a serial loop).  A kernel call from Python costs a few
-microseconds, nothing beside a task's work.
+first run's compile time (several times a serial loop's; docs/performance.md).
+A kernel call from Python costs a few microseconds, nothing beside a task's work.
 
 Each task writes what its range owns (an element's rows, a face's slot), so
 results do not depend on how the range is cut or on the thread count.
@@ -51,8 +50,8 @@ def range_kernel(func: Callable) -> Callable:
 
     Cached on disk, run without the interpreter lock, and with NumPy's
     error model: a division by zero gives inf or nan, with no test and
-    exception path at every division, as in the bodies of Numba's parallel
-    loops, where these kernels' speed was first measured.
+    exception path at every division (the bodies of Numba's parallel loops
+    behave the same), so that loops with divisions still vectorise.
     """
     return njit(cache=True, nogil=True, error_model="numpy")(func)
 

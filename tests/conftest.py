@@ -16,7 +16,7 @@ def shared_meshes() -> Path:
 
 
 # ---------------------------------------------------------------------------
-# the backend switch: POLYDG_TEST_BACKEND=cupy runs the assembly tests on the GPU (DESIGN.md section 8)
+# the backend switch: POLYDG_TEST_BACKEND=cupy runs the assembly tests on the GPU (docs/design.md §12)
 
 #: the backend of the assemblies in these tests that name none: numpy (default), cupy (a GPU), or cudasim
 #: (numba-cuda's simulator, with NUMBA_ENABLE_CUDASIM=1; slow: for a few tests at a time).  Set as the

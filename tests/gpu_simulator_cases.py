@@ -195,10 +195,28 @@ def main(out: str) -> int:
     for approach in ("2", "atomic"):
         result = assemble(space, problem, backend="cudasim", approach=approach)
         arrays[f"slab-pq/{approach}/data"], arrays[f"slab-pq/{approach}/rhs"] = result.matrix.data, result.rhs
+    arrays.update(_kept_plans())
     arrays.update(_marches())
     np.savez(out, **arrays)
     print(f"GPU-SIMULATOR-CASES {n_assemblies} assemblies in {time.perf_counter() - start:.1f} s")
     return 0
+
+
+def _kept_plans() -> dict[str, np.ndarray]:
+    """One Assembler on the device: all-kinds, change-of-type, all-kinds again on the space of "2d-all-kinds"
+    (that of "2d-change-of-type" too: the same mesh and degrees), its device pattern and tables kept."""
+    from polydg.assembly import Assembler
+
+    space, problem = case_setup("2d-all-kinds")
+    other = builtin_problem("change-of-type", 2)
+    arrays = {}
+    for approach in ("2", "atomic"):
+        kept = Assembler(space, backend="cudasim", approach=approach)
+        for k, p in enumerate((problem, other, problem)):
+            result = kept.assemble(p)
+            arrays[f"kept/{approach}/{k}/data"], arrays[f"kept/{approach}/{k}/rhs"] = result.matrix.data, result.rhs
+            arrays[f"kept/{approach}/{k}/made"] = np.array(result.info["plan"]["made"])
+    return arrays
 
 
 def _marches() -> dict[str, np.ndarray]:

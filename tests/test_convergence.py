@@ -1,4 +1,4 @@
-"""Convergence rates on agglomerated meshes (DESIGN.md section 10).
+"""Convergence rates on agglomerated meshes (docs/design.md §15).
 
 The mesh size is measured as h = n_elements^(-1/d), each element being the
 agglomerate of many fine simplices, so every interface holds many fine facets.

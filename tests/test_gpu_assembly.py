@@ -66,18 +66,22 @@ def _libdevice() -> Path | None:
 
 def test_gpu_kernels_compile_to_ptx_for_an_h100():
     """numba-cuda and NVVM compile the kernels (3D; float64 both reductions, float32 the deterministic
-    ones; the pattern's index kernel): what the simulator cannot check (device typing, local and constant
-    memory, atomics)."""
+    ones; the pattern's index kernel) and the nonlinear executor's (2D and 3D: the iterate, the per-point
+    forms, the row kernels): what the simulator cannot check (device typing, local and constant memory,
+    atomics)."""
     libdevice = _libdevice()
     if libdevice is None:
         pytest.skip("no CUDA toolkit with NVVM's libdevice (set CUDA_HOME)")
     env = dict(os.environ, NUMBA_FORCE_CUDA_CC="9.0", PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("NUMBA_ENABLE_CUDASIM", None)
-    run = subprocess.run([sys.executable, str(REPO / "tests" / "gpu_ptx_check.py"), str(libdevice), "3d-all-kinds"],
-                         env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    run = subprocess.run([sys.executable, str(REPO / "tests" / "gpu_ptx_check.py"), str(libdevice), "3d-all-kinds",
+                          "nonlinear-2d", "nonlinear-3d"], env=env, capture_output=True, text=True, timeout=600,
+                         cwd=REPO)
     if "GPU-PTX-SKIP" in run.stdout:
         pytest.skip(run.stdout.strip().splitlines()[-1])
-    assert run.returncode == 0 and "GPU-PTX-OK 10 kernels" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 0 and "GPU-PTX-OK 24 kernels" in run.stdout, run.stdout + run.stderr
+    # each nonlinear kernel compiled once per dimension: one argument signature for all the problem's paths
+    assert sum(line.startswith("nl_") for line in run.stdout.splitlines()) == 14, run.stdout
 
 
 def _cpu(name: str, options: dict):
@@ -120,6 +124,21 @@ def test_deterministic_gpu_kernels_are_bitwise_repeatable(simulated, name):
     if f"{name}/rows-chunked/data" in simulated:  # each element's sums do not depend on the chunks
         assert np.array_equal(simulated[f"{name}/rows/data"], simulated[f"{name}/rows-chunked/data"])
         assert np.array_equal(simulated[f"{name}/rows/rhs"], simulated[f"{name}/rows-chunked/rhs"])
+
+
+@pytest.mark.parametrize("approach", ["2", "atomic"])
+def test_a_kept_plan_on_the_device_assembles_as_a_fresh_one(simulated, approach):
+    # an Assembler (its device pattern and tables kept) with all-kinds, change-of-type, all-kinds again
+    fresh = {0: "2d-all-kinds", 1: "2d-change-of-type", 2: "2d-all-kinds"}
+    variant = "rows" if approach == "2" else "atomic"
+    for k, name in fresh.items():
+        got_data, got_rhs = simulated[f"kept/{approach}/{k}/data"], simulated[f"kept/{approach}/{k}/rhs"]
+        ref_data, ref_rhs = simulated[f"{name}/{variant}/data"], simulated[f"{name}/{variant}/rhs"]
+        assert bool(simulated[f"kept/{approach}/{k}/made"]) is (k == 0)
+        if approach == "2":  # the row kernels: bit for bit
+            assert got_data.tobytes() == ref_data.tobytes() and got_rhs.tobytes() == ref_rhs.tobytes()
+        else:  # atomic adds in the simulator's thread order: to round-off
+            assert _rel(got_data, ref_data) < 1e-13 and _rel(got_rhs, ref_rhs) < 1e-13
 
 
 @pytest.mark.parametrize("name", list(PATTERN_CASES))

@@ -4,7 +4,7 @@
 (one thread per sub-simplex, one per interior face side) and compares every
 block and load value with the CPU entity kernels; here it runs under
 NUMBA_ENABLE_CUDASIM=1 on a tiny mesh.  On a real GPU the same script was run
-on an H100 (figures in the README).
+on an H100 (figures in docs/performance.md).
 """
 
 import os

@@ -90,6 +90,63 @@ def test_jacobian_is_the_derivative_of_the_residual(spaces, dim, kind):
     assert np.abs(fd - Jd).max() <= 1e-6 * np.abs(Jd).max()
 
 
+def test_a_kept_system_linearises_again_as_a_fresh_one_and_keeps_nothing_it_returned(spaces):
+    """The executor's per-point buffers serve every chunk and every iterate: each linearisation equals a
+    fresh system's bit for bit, whatever the chunks, and the next one overwrites nothing returned."""
+    space = spaces["3d"]
+    problem = _kinds(3)["a(u)"]
+    kept = NonlinearSystem(space, problem, memory_budget_mb=0.05)
+    assert len(kept.executor.chunks) > 2
+    u1, u2 = 0.5 * np.random.default_rng(5).standard_normal((2, space.n_dofs))
+    first = kept.linearize(u1)
+    J1, r1 = first.jacobian.data.copy(), first.residual.copy()
+    second = kept.linearize(u2)
+    assert np.array_equal(first.jacobian.data, J1) and np.array_equal(first.residual, r1)
+    assert not np.shares_memory(first.jacobian.data, second.jacobian.data)
+    for other in (NonlinearSystem(space, problem, memory_budget_mb=0.05), NonlinearSystem(space, problem)):
+        fresh = other.linearize(u2)
+        assert fresh.jacobian.data.tobytes() == second.jacobian.data.tobytes()
+        assert fresh.residual.tobytes() == second.residual.tobytes()
+    again = kept.linearize(u1)
+    assert again.jacobian.data.tobytes() == J1.tobytes() and again.residual.tobytes() == r1.tobytes()
+
+
+def test_values_of_x_alone_are_kept_from_one_iterate_to_the_next(spaces):
+    """Coefficients free of u (here the advection b(x) = x, f and g_D) are computed once per system and
+    batch of points (as many as the limit holds): a later iterate equals a fresh system's bit for bit."""
+    space = spaces["2d"]
+    problem = Problem("b = x", diffusion=lambda x, u: 0.1 * (1 + u**2), advection=lambda x: x,
+                      source=lambda x: np.cos(2 * x[:, 1]), dirichlet=lambda x: x[:, 0])
+    kept = NonlinearSystem(space, problem, memory_budget_mb=0.05)
+    assert len(kept.executor.chunks) > 2
+    u1, u2 = 0.5 * np.random.default_rng(7).standard_normal((2, space.n_dofs))
+    kept.linearize(u1)
+    assert kept.executor.x_only.nbytes > 0
+    later = kept.linearize(u2)
+    fresh = NonlinearSystem(space, problem, memory_budget_mb=0.05).linearize(u2)
+    assert later.jacobian.data.tobytes() == fresh.jacobian.data.tobytes()
+    assert later.residual.tobytes() == fresh.residual.tobytes()
+
+
+@pytest.mark.parametrize("dim", ["2d", "3d"])
+def test_a_scalar_diffusion_linearises_as_the_tensor_a_times_the_identity(spaces, dim):
+    """A scalar a(u) is kept as one number per point, the tensor a(u) I as d x d: the same Jacobian and residual."""
+    space = spaces[dim]
+    d = space.mesh.dim
+
+    def problem(diffusion):
+        return Problem("a", diffusion=diffusion, source=lambda x: np.sin(3 * x[:, 0]), dirichlet=lambda x: x[:, 1])
+
+    scalar = problem(lambda x, u: 1 + u**2 + 0.1 * np.sin(u))
+    tensor = problem(lambda x, u: (1 + u**2 + 0.1 * np.sin(u))[:, None, None] * np.eye(d))
+    u = 0.5 * np.random.default_rng(6).standard_normal(space.n_dofs)
+    for newton in (True, False):
+        a = NonlinearSystem(space, scalar).linearize(u, newton=newton)
+        b = NonlinearSystem(space, tensor).linearize(u, newton=newton)
+        assert np.array_equal(a.jacobian.data, b.jacobian.data) and np.array_equal(a.residual, b.residual)
+        assert np.abs(a.jacobian.data).max() > 0
+
+
 def _manufactured() -> Problem:
     def exact(x):
         return np.sin(np.pi * x[:, 0]) * np.sin(np.pi * x[:, 1]) + x[:, 0]
@@ -181,8 +238,6 @@ def test_gpu_executor_on_the_simulator_equals_the_cpu(tmp_path):
     import sys
     from pathlib import Path
 
-    import nonlinear_simulator_cases as cases
-
     repo = Path(__file__).resolve().parents[1]
     out = tmp_path / "cases.npz"
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
@@ -190,10 +245,30 @@ def test_gpu_executor_on_the_simulator_equals_the_cpu(tmp_path):
     run = subprocess.run([sys.executable, str(repo / "tests" / "nonlinear_simulator_cases.py"), str(out)], env=env,
                          capture_output=True, text=True, timeout=600, cwd=repo)
     assert run.returncode == 0, run.stdout + run.stderr
-    got = dict(np.load(out))
+    _equal_to_the_cpu(dict(np.load(out)))
+
+
+def test_gpu_executor_on_the_test_backend_equals_the_cpu():
+    """The same cases run in this process by the device executor of POLYDG_TEST_BACKEND (cupy on a GPU,
+    cudasim under the simulator): what the GPU run's test stage checks on the card."""
+    import os
+
+    import nonlinear_simulator_cases as cases
+
+    backend = os.environ.get("POLYDG_TEST_BACKEND", "numpy")
+    if backend == "numpy":
+        pytest.skip("POLYDG_TEST_BACKEND is numpy: no device executor to test (the simulator's test covers it)")
+    _equal_to_the_cpu(cases.linearized(backend))
+
+
+def _equal_to_the_cpu(got: dict) -> None:
+    """The device's linearisations of every case (``nonlinear_simulator_cases.linearized``) against the CPU
+    executor's, to 1e-13 of the largest entry; the device's row kernels bitwise repeatable."""
+    import nonlinear_simulator_cases as cases
+
     for name in cases.CASES:
         space, problem, u = cases.case_setup(name)
-        system = NonlinearSystem(space, problem)
+        system = NonlinearSystem(space, problem, backend="numpy")
         for newton in (True, False):
             lin = system.linearize(u, newton=newton)
             key = f"{name}-{'newton' if newton else 'picard'}"

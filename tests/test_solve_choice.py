@@ -20,7 +20,7 @@ from polydg.mesh import from_spec
 from polydg.partition import agglomerate
 from polydg.problem import builtin_problem
 from polydg.solve import ORDERINGS, SolverError, SolverWarning, choose_method, solve
-from polydg.solve.system import shape_of
+from polydg.solve.system import matrix_blocks, shape_of
 from polydg.space import DGSpace
 
 #: a 3D p = 2 system big enough for pyamg's hierarchy, small enough for a test
@@ -81,6 +81,30 @@ def test_the_shape_of_a_system(system_3d, system_2d):
         assert shape_of(A.shape[0], A.nnz, space) == (dim, p, space.mesh.n_elements, True)
         assert shape_of(A.shape[0], A.nnz, block_sizes=space.element_dofs) == (dim, p, space.mesh.n_elements, False)
         assert shape_of(A.shape[0], A.nnz)[:2] == (dim, p)
+
+
+def test_a_matrix_without_its_space_is_read_by_its_element_blocks(system_3d, system_2d):
+    # 2D p = 2 and 3D p = 1 have close entries per row: the blocks read off the matrix tell them apart
+    space_3d_p1 = DGSpace(MESH_3D, 1)
+    p1 = assemble(space_3d_p1, builtin_problem("paper-3d", 3)).matrix
+    for space, A in ((system_3d[0], system_3d[1].matrix), (system_2d[0], system_2d[1].matrix), (space_3d_p1, p1)):
+        blocks = matrix_blocks(A)
+        assert blocks.sum() == A.shape[0]
+        assert abs(blocks.mean() / space.element_dofs.mean() - 1) < 0.1  # neighbours of one pattern may merge
+        dim, degree, _, known = shape_of(A.shape[0], A.nnz, block_sizes=blocks)
+        assert (dim, degree, known) == (space.mesh.dim, space.max_degree, False)
+    _, info = solve(system_2d[1].matrix, system_2d[1].rhs)  # no space given
+    assert "2D p = 2" in info["choice_reason"]
+
+
+def test_a_stalled_gmres_stops_early_with_one_line():
+    # a cyclic shift: GMRES(10) cannot reduce the residual at all; it stops after a window, not at maxiter
+    n = 400
+    A = sp.csr_matrix((np.ones(n), (np.arange(n), (np.arange(n) + 1) % n)), shape=(n, n))
+    b = np.zeros(n)
+    b[0] = 1.0
+    with pytest.raises(SolverError, match=r"stalled at preconditioned relative residual .* in 200 iterations"):
+        solve(A, b, "iterative", preconditioner="jacobi", restart=10, maxiter=100_000)
 
 
 def test_auto_takes_the_direct_solve_below_the_crossover_and_the_iterative_one_above(monkeypatch, system_2d,

@@ -1,6 +1,6 @@
-"""``assemble()``: the IP-dG matrix and load vector of a problem on a DG space.
+"""``assemble()`` and :class:`Assembler`: the IP-dG matrix and load vector of a problem on a DG space.
 
-An assembly is a plan and three passes (DESIGN.md section 5)::
+An assembly is a plan and three passes (docs/design.md §7)::
 
     DGSpace, Problem --plan_assembly--> AssemblyPlan: rows, tables, rule degrees,
                                         sparsity pattern, face penalty, chunks
@@ -24,25 +24,34 @@ matrix up to round-off:
   sub-face block is scatter-added into the precomputed pattern.
 * ``"1"``: Approach 1, the baseline: COO triplets with duplicates, then
   SciPy's conversion to CSR (the "indices" step).
+
+An :class:`Assembler` keeps the part of the plan that no problem changes (the layout:
+rows, tables, rules, pattern, chunks; the penalty's geometric weights; the chunks'
+quadrature points) for every later assembly on the same space; ``assemble()`` is
+one assembler's one assembly.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Callable
 
+import numpy as np
 
 from .. import backend as bk
 from ..errors import OptionError
 from ..problem import as_problem
 from ..threads import thread_count
+from ..problem.data import check_data
 from .coefficients import Coefficients
 from .finite import check_finite_result
+from .kept_points import KeptPoints, kept_points_allowance, kept_points_bytes
 from .memory import check_assembly_memory
 from .pattern import compile_pattern_kernels
-from .penalty import compile_penalty_kernels
+from .penalty import compile_penalty_kernels, diffusion_bound, penalty_from_weights, penalty_weights
 from .options import APPROACHES, PRECISIONS, AssemblyOptions, assembly_options
-from .plan import plan_assembly
+from .plan import AssemblyPlan, layout_plan
 from .result import AssemblyResult
 from .points import compile_point_kernels
 from .reductions import reduction
@@ -50,9 +59,7 @@ from .scope import AssemblyScope
 from .timing import TIMING_KEYS, Timer
 from .workspace import Workspace
 
-__all__ = ["APPROACHES", "PRECISIONS", "TIMING_KEYS", "AssemblyResult", "assemble"]
-
-
+__all__ = ["APPROACHES", "PRECISIONS", "TIMING_KEYS", "Assembler", "AssemblyResult", "assemble"]
 
 
 # ---------------------------------------------------------------------------
@@ -93,7 +100,9 @@ def assemble(space, problem, options: AssemblyOptions | None = None, *, matrix: 
 
     Returns
     -------
-    AssemblyResult; on several MPI ranks use :func:`polydg.distributed.assemble_distributed`
+    AssemblyResult; on several MPI ranks use :func:`polydg.distributed.assemble_distributed`.
+    For many problems on one space (time steps, parameter sweeps) an :class:`Assembler` keeps the
+    plan: ``assemble(space, problem, options)`` is ``Assembler(space, options).assemble(problem)``.
 
     >>> from polydg.mesh import unit_square
     >>> from polydg.partition import agglomerate
@@ -106,74 +115,292 @@ def assemble(space, problem, options: AssemblyOptions | None = None, *, matrix: 
     >>> assemble(space, builtin_problem("poisson", 2), precision="single").matrix.dtype
     dtype('float32')
     """
-    options = assembly_options(options, choices)
-    scope = AssemblyScope() if scope is None else scope
-    if not isinstance(scope, AssemblyScope):
-        raise OptionError(f"scope must be an AssemblyScope, got {type(scope).__name__}")
-    mesh = space.mesh
-    entry = reduction(options.approach)  # the approach's registered reduction: its executors
-    scope.check(mesh, entry, matrix)
-    run = options.resolved()  # "auto" decided; approach 1 refused on a GPU
-    on_device = bk.is_device(run.backend)
-    if on_device and not matrix:
-        raise OptionError("the load alone (matrix=False) is assembled on the CPU (backend numpy) for now")
-    if run.backend == "cupy":  # a chunk's points and coefficients must also fit the device's free memory
-        run = run.replace(memory_budget_mb=min(run.memory_budget_mb, bk.free_memory_bytes("cupy") / 2**20 / 4))
-    d = mesh.dim
-    problem = as_problem(problem, d)  # a Problem as it is; other objects adapted; dimension checked
-    if problem.located:  # coefficients that read where their points lie (data per cell): the sided executor
-        from .sided import assemble_sided
+    assembler = Assembler(space, options, scope=scope, keep_points=False, **choices)
+    return assembler.assemble(problem, matrix=matrix, progress=progress, workspace=workspace)
 
-        return assemble_sided(space, problem, options, scope=scope, matrix=matrix)
-    n_el = mesh.n_elements
-    elements = scope.rows(n_el)
-    check_assembly_memory(space, run, elements, matrix)  # a one-line refusal of what cannot fit, before allocating
-    if workspace is None:
-        workspace = Workspace()  # points and coefficients of one chunk at a time, reused by the next
-    timer = Timer()
-    t = time.perf_counter()
-    compile_pattern_kernels()
-    compile_point_kernels(d)
-    compile_penalty_kernels()  # both kinds: a first run must not count the penalty's JIT as assembly
-    if on_device:  # the pattern's index kernel, which runs before the executor's first launch
-        from .cuda_kernels import warm_pattern_indices
 
-        warm_pattern_indices(bk.array_module(run.backend))
-    timer.add("jit", t)
-    jit_before_start = timer.t["jit"]
-    t_all = time.perf_counter()
+class Assembler:
+    """The assemblies of many problems on one ``space``: the plan is made once, each :meth:`assemble`
+    pays for the coefficients, the kernels and the zeroing of the values.
 
-    plan = plan_assembly(space, problem, run, scope, timer=timer, matrix=matrix)
-    coefficients = Coefficients(problem, d, plan.dtype, thread_count(), workspace)
-    # the same plan, the executor of the approach's reduction for the backend; matrix None for the load alone
-    matrix, rhs = entry.execute(plan, run.backend, coefficients, workspace, timer, progress, run.to_host)
+    What no problem changes is kept, made by the first assembly that needs it (whose ``timings``
+    report it as ``indices`` and ``penalty``, as :func:`assemble` does): the rows, the bases' tables,
+    the rule degrees (from the space's degrees and ``quadrature_extra``: no problem changes them),
+    the sparsity pattern (on the GPU backend, on the device), the chunks, the penalty's geometric
+    weights (sigma_F = C_sigma max_K a_K w[F, K]; a_K, the bound of the problem's diffusion over K's
+    points, is evaluated per problem and timed as ``coefficients``), and on the CPU the chunks'
+    quadrature points when they fit an allowance (``keep_points``: None decides by
+    :func:`~polydg.assembly.kept_points.kept_points_allowance`, the memory budget and a quarter of the
+    available memory; ``info["plan"]["points"]`` says ``"kept"`` or ``"recomputed"``).  A load
+    alone (``matrix=False``) uses the full pattern when it is kept, else a pattern of rows only
+    (kept too).  A problem whose coefficients read where their points lie (data per cell) goes to
+    the sided executor on the same kept layout and weights.
 
-    tt = timer.t
-    tt["total_kernels"] = tt["element_kernel"] + tt["interior_kernel"] + tt["boundary_kernel"] + tt["inflow_kernel"]
-    tt["total_assembly"] = time.perf_counter() - t_all - (tt["jit"] - jit_before_start)
-    info = {
-        "dimension": d,
-        "elements": n_el,
-        "rows_elements": [int(elements[0]), int(elements[-1]) + 1],
-        "sub_elements": mesh.n_simplices,
-        "interior_faces": mesh.n_interior_faces,
-        "interfaces": mesh.n_interfaces,
-        "boundary_faces": mesh.n_boundary_faces,
-        "dofs": space.n_dofs,
-        "rows": plan.pattern.n_rows,
-        "nnz": int(matrix.nnz) if matrix is not None else 0,
-        "assembled": "matrix+load" if matrix is not None else "load",
-        "degree": {"min": space.min_degree, "max": space.max_degree},
-        "precision": options.precision,
-        "backend": run.backend,
-        "device": bk.device_name(run.backend),
-        "versions": bk.backend_versions(run.backend),  # CuPy, numba-cuda, CUDA: empty on the CPU
-        "approach": options.approach,
-        "penalty": {"constant": options.penalty, "kind": options.penalty_kind},
-        "quadrature_extra": options.quadrature_extra,
-        "chunks": len(plan.chunks),
-        "options": options.as_dict(),
-        "timings": dict(tt),
-    }
-    check_finite_result(space, problem, run, plan.face_penalty, matrix, rhs, elements)  # finite or refused
-    return AssemblyResult(matrix, rhs, plan.face_penalty, info)
+    Every result is bitwise that of :func:`assemble` with the same space, problem, options and
+    scope.  ``options`` (or their fields as keywords) and ``scope`` are fixed at construction: an
+    Assembler is frozen; make another for other options.  :meth:`linearize` forms a nonlinear
+    problem's Jacobian and residual on the same kept layout (:class:`~polydg.nonlinear.NonlinearSystem`
+    holds an Assembler).
+
+    >>> from polydg.mesh import unit_square
+    >>> from polydg.partition import agglomerate
+    >>> from polydg.space import DGSpace
+    >>> from polydg.problem import Problem, builtin_problem
+    >>> space = DGSpace(agglomerate(unit_square(8), 10), 1)
+    >>> assembler = Assembler(space, approach="2")
+    >>> first = assembler.assemble(builtin_problem("poisson", 2))
+    >>> later = assembler.assemble(Problem("k", diffusion=lambda x: 1 + x[:, 0], source=1.0))
+    >>> later.info["plan"]["made"], later.info["timings"]["indices"]
+    (False, 0.0)
+    >>> (later.matrix != assemble(space, Problem("k", diffusion=lambda x: 1 + x[:, 0], source=1.0)).matrix).nnz
+    0
+    """
+
+    def __init__(self, space, options: AssemblyOptions | None = None, *, scope: AssemblyScope | None = None,
+                 keep_points: bool | None = None, **choices):
+        options = assembly_options(options, choices)
+        scope = AssemblyScope() if scope is None else scope
+        if not isinstance(scope, AssemblyScope):
+            raise OptionError(f"scope must be an AssemblyScope, got {type(scope).__name__}")
+        entry = reduction(options.approach)  # the approach's registered reduction: its executors
+        scope.check(space.mesh, entry, scope.load_boundary_faces is None)
+        run = options.resolved()  # "auto" decided; approach 1 refused on a GPU
+        if run.backend == "cupy":  # a chunk's points and coefficients must also fit the device's free memory
+            run = run.replace(memory_budget_mb=min(run.memory_budget_mb, bk.free_memory_bytes("cupy") / 2**20 / 4))
+        state = self.__dict__
+        state.update(_space=space, _options=options, _run=run, _scope=scope, _reduction=entry, _keep_points=keep_points,
+                     _layouts={}, _weights=None, _kept={}, _linearization=None, _workspace=Workspace(),
+                     _device_tables={})
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"an Assembler is frozen: make another for other {name.lstrip('_')}")
+
+    @property
+    def space(self):
+        return self._space
+
+    @property
+    def options(self) -> AssemblyOptions:
+        return self._options
+
+    @property
+    def scope(self) -> AssemblyScope:
+        return self._scope
+
+    @property
+    def workspace(self) -> Workspace:
+        """The work arrays of its assemblies (those not given one)."""
+        return self._workspace
+
+    @property
+    def weights(self) -> np.ndarray:
+        """w[F, side] of :func:`~polydg.assembly.penalty.penalty_weights` (made on first use, kept)."""
+        if self._weights is None:
+            self.__dict__["_weights"] = penalty_weights(self._space.mesh, self._space.degree,
+                                                        self._options.penalty_kind)
+        return self._weights
+
+    def layout(self, matrix: bool = True, timer: Timer | None = None) -> AssemblyPlan:
+        """The kept layout (:func:`~polydg.assembly.plan.layout_plan`) of the matrix and load, or with
+        ``matrix=False`` of a load alone (the full one if kept); made on first use, its time in ``timer``."""
+        key = self._layout_key(matrix)
+        if key not in self._layouts:
+            self._layouts[key] = layout_plan(self._space, self._run, self._scope, timer=timer, matrix=key)
+        return self._layouts[key]
+
+    def _layout_key(self, matrix: bool) -> bool:
+        """The layout an assembly uses: the full one for the matrix, and for a load alone when it is kept."""
+        return bool(matrix) or True in self._layouts
+
+    def _kept_points(self, layout: AssemblyPlan) -> KeptPoints | None:
+        """The kept points of ``layout``'s chunks, or None where they are recomputed (see the class)."""
+        key = id(layout)
+        if key not in self._kept:
+            keep = self._keep_points
+            if keep is None:
+                keep = kept_points_bytes(layout) <= kept_points_allowance(self._run.memory_budget_mb)
+            self._kept[key] = KeptPoints() if keep and not bk.is_device(self._run.backend) else None
+        return self._kept[key]
+
+    def assemble(self, problem, *, matrix: bool = True, progress: Callable[[str, int, int], None] | None = None,
+                 workspace: Workspace | None = None, face_penalty: np.ndarray | None = None) -> AssemblyResult:
+        """The matrix and load of ``problem`` (``matrix=False``: the load alone), as
+        :func:`assemble` with this assembler's space, options and scope; ``workspace`` default the
+        assembler's own.  ``face_penalty`` (sigma_F per face) is this assembly's, as a scope's would be
+        (an MPI rank's, computed across ranks for each problem: :mod:`polydg.distributed`)."""
+        space, options, run, scope = self._space, self._options, self._run, self._scope
+        mesh = space.mesh
+        if scope.load_boundary_faces is not None:
+            scope.check(mesh, self._reduction, matrix)
+        on_device = bk.is_device(run.backend)
+        if on_device and not matrix:
+            raise OptionError("the load alone (matrix=False) is assembled on the CPU (backend numpy) for now")
+        d = mesh.dim
+        problem = as_problem(problem, d)  # a Problem as it is; other objects adapted; dimension checked
+        made = self._layout_key(matrix) not in self._layouts
+        if face_penalty is not None:
+            face_penalty = np.ascontiguousarray(face_penalty, dtype=np.float64)
+            if face_penalty.shape != (mesh.n_faces,):
+                raise OptionError(f"face_penalty has shape {face_penalty.shape}, expected ({mesh.n_faces},) "
+                                  "(one per face)")
+            scope = dataclasses.replace(scope, face_penalty=face_penalty)
+        if problem.located:  # coefficients that read where their points lie (data per cell): the sided executor
+            from .sided import assemble_sided, check_sided
+
+            check_sided(problem, options, scope)
+            timer = Timer()
+            layout = self.layout(matrix, timer)
+            t = time.perf_counter()
+            weights = self.weights
+            timer.add("penalty", t)
+            result = assemble_sided(space, problem, options, scope=scope, matrix=matrix, layout=layout,
+                                    weights=weights)
+            timings = result.info["timings"]  # with the kept plan's stages, made here or before
+            for key in ("indices", "penalty", "jit"):
+                timings[key] += timer.t[key]
+            timings["total_assembly"] += timer.t["indices"] + timer.t["penalty"]
+            result.info["plan"] = {"made": made, "points": "recomputed", "points_bytes": 0}
+            return result
+        n_el = mesh.n_elements
+        elements = scope.rows(n_el)
+        if made:
+            check_assembly_memory(space, run, elements, matrix)  # a one-line refusal of what cannot fit, before allocating
+        if workspace is None:
+            workspace = self._workspace  # points and coefficients of one chunk at a time, reused by the next
+        timer = Timer()
+        t = time.perf_counter()
+        compile_pattern_kernels()
+        compile_point_kernels(d)
+        compile_penalty_kernels()  # both kinds: a first run must not count the penalty's JIT as assembly
+        if on_device:  # the pattern's index kernel, which runs before the executor's first launch
+            from .cuda_kernels import warm_pattern_indices
+
+            warm_pattern_indices(bk.array_module(run.backend))
+        timer.add("jit", t)
+        jit_before_start = timer.t["jit"]
+        t_all = time.perf_counter()
+
+        layout = self.layout(matrix, timer)
+        sigma64 = self._face_penalty(problem, scope, timer)
+        plan = layout.for_problem(problem, sigma64, matrix=matrix)
+        kept = None if on_device else self._kept_points(layout)
+        points = "recomputed" if kept is None else "kept"  # on a device: mapped there per chunk, tables kept
+        coefficients = Coefficients(problem, d, plan.dtype, thread_count(), workspace)
+        # the same plan, the executor of the approach's reduction for the backend; matrix None for the load alone
+        matrix, rhs = self._reduction.execute(plan, run.backend, coefficients, workspace, timer, progress, run.to_host,
+                                              kept_points=kept,
+                                              device_tables=self._device_tables.setdefault(id(layout), {}))
+
+        tt = timer.t
+        tt["total_kernels"] = tt["element_kernel"] + tt["interior_kernel"] + tt["boundary_kernel"] + tt["inflow_kernel"]
+        tt["total_assembly"] = time.perf_counter() - t_all - (tt["jit"] - jit_before_start)
+        info = {
+            "dimension": d,
+            "elements": n_el,
+            "rows_elements": [int(elements[0]), int(elements[-1]) + 1],
+            "sub_elements": mesh.n_simplices,
+            "interior_faces": mesh.n_interior_faces,
+            "interfaces": mesh.n_interfaces,
+            "boundary_faces": mesh.n_boundary_faces,
+            "dofs": space.n_dofs,
+            "rows": plan.pattern.n_rows,
+            "nnz": int(matrix.nnz) if matrix is not None else 0,
+            "assembled": "matrix+load" if matrix is not None else "load",
+            "degree": {"min": space.min_degree, "max": space.max_degree},
+            "precision": options.precision,
+            "backend": run.backend,
+            "device": bk.device_name(run.backend),
+            "versions": bk.backend_versions(run.backend),  # CuPy, numba-cuda, CUDA: empty on the CPU
+            "approach": options.approach,
+            "penalty": {"constant": options.penalty, "kind": options.penalty_kind},
+            "quadrature_extra": options.quadrature_extra,
+            "chunks": len(plan.chunks),
+            "options": options.as_dict(),
+            "plan": {"made": made, "points": points, "points_bytes": 0 if kept is None else kept.nbytes},
+            "timings": dict(tt),
+        }
+        check_finite_result(space, problem, run, plan.face_penalty, matrix, rhs, elements)  # finite or refused
+        return AssemblyResult(matrix, rhs, plan.face_penalty, info)
+
+    def _face_penalty(self, problem, scope: AssemblyScope, timer: Timer) -> np.ndarray:
+        """sigma_F of ``problem`` (float64, per face): the scope's, or C_sigma max_K a_K w[F, K] from the kept
+        weights (timed as ``penalty``) and a_K, the problem's diffusion bound (timed as ``coefficients``);
+        times the scope's ``face_penalty_scale``."""
+        options, space = self._options, self._space
+        t = time.perf_counter()
+        if scope.face_penalty is None:
+            weights = self.weights
+            t = timer.add("penalty", t)
+            a_bound = diffusion_bound(space.mesh, problem, space.total_degree, options.quadrature_extra)
+            t = timer.add("coefficients", t)
+            sigma64 = penalty_from_weights(weights, space.mesh.face_elements, a_bound, options.penalty)
+        else:
+            sigma64 = np.ascontiguousarray(scope.face_penalty, dtype=np.float64)
+        if scope.face_penalty_scale is not None:
+            sigma64 = sigma64 * scope.face_penalty_scale
+        timer.add("penalty", t)
+        return sigma64
+
+    # -----------------------------------------------------------------------
+    # nonlinear problems
+
+    def linearize(self, problem, u: np.ndarray, *, newton: bool = True, want_jacobian: bool = True,
+                  face_penalty: np.ndarray | None = None):
+        """The Jacobian (Newton's, or Picard's with ``newton=False``) and residual of ``problem`` at the
+        iterate ``u`` (a :class:`~polydg.assembly.linearized_passes.Linearization`), on the kept layout of
+        approach 2 on the host (the assembler's own when its options are those) and the kept penalty
+        weights, times the scope's ``face_penalty_scale``; sigma_F from a_K at the iterate unless
+        ``face_penalty`` is given.  Double precision only; the options' backend runs the passes."""
+        problem = as_problem(problem, self._space.mesh.dim)
+        check_data(problem, self._space.mesh)  # data per cell or element: one value per cell or element of this mesh
+        return self.linearize_checked(problem, u, newton=newton, want_jacobian=want_jacobian,
+                                      face_penalty=face_penalty)
+
+    def linearize_checked(self, problem, u: np.ndarray, *, newton: bool = True, want_jacobian: bool = True,
+                          face_penalty: np.ndarray | None = None,
+                          penalty_at: Callable[[np.ndarray], np.ndarray] | None = None):
+        """:meth:`linearize` of a ``problem`` already checked against the space (a Problem whose data fit);
+        ``penalty_at(a_bound)`` gives sigma_F from a_K at the iterate (default: from the kept weights; an
+        MPI rank's takes a_K of every element from its owner)."""
+        from .linearized_passes import linearize
+
+        u = np.asarray(u, dtype=np.float64)
+        if u.shape != (self._space.n_dofs,):
+            raise OptionError(f"the iterate has shape {u.shape}, expected ({self._space.n_dofs},) (one value per dof)")
+        plan, executor, weights = self.linearization()
+        face_elements = self._space.mesh.face_elements
+        C_sigma = self._options.penalty
+
+        def from_weights(a_bound: np.ndarray) -> np.ndarray:
+            return penalty_from_weights(weights, face_elements, a_bound, C_sigma)
+
+        penalty_at = from_weights if penalty_at is None else penalty_at
+        return linearize(plan, problem, executor, u, penalty_at=penalty_at, newton=newton,
+                         want_jacobian=want_jacobian, face_penalty=face_penalty)
+
+    def linearization(self) -> tuple[AssemblyPlan, object, np.ndarray]:
+        """What :meth:`linearize` keeps: the host plan of approach 2, the executor of the options' backend
+        and the penalty weights times the scope's ``face_penalty_scale`` (made on first use)."""
+        if self._linearization is None:
+            options = self._options.resolved()
+            if options.precision != "double":
+                raise OptionError("a nonlinear problem is linearised in double precision (precision 'double')")
+            if self._run.backend == "numpy" and options.approach == "2":
+                layout = self.layout(True)
+            else:
+                rows = AssemblyScope(elements=self._scope.elements, column_numbering=self._scope.column_numbering)
+                layout = layout_plan(self._space, options.replace(backend="numpy", approach="2"), rows)
+            plan = layout.for_problem(None, np.zeros(self._space.mesh.n_faces))
+            weights = self.weights
+            if self._scope.face_penalty_scale is not None:
+                weights = weights * self._scope.face_penalty_scale[:, None]
+            if options.backend != "numpy":
+                from .cuda_linearized import DeviceExecutor
+
+                executor = DeviceExecutor(plan, options.backend)
+            else:
+                from .linearized_passes import HostExecutor
+
+                executor = HostExecutor(plan)
+            self.__dict__["_linearization"] = (plan, executor, weights)
+        return self._linearization

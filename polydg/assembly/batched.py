@@ -52,9 +52,8 @@ def contract_span(T, U, r0, r1, nr, nc, block):  # pragma: no cover - compiled
     """block[i, j] += sum_{r0 <= r < r1} T[i, r] U[j, r] for i < nr, j < nc.
 
     4 x 4 entries at a time where they fit (every loaded value feeds four
-    multiply-adds), the remaining rows and columns 2 x 2 at a time.
-    Measured against 2 x 2 tiles only, in a compiled loop on one core:
-    1.26x faster at nb = 10 (p = 2 in 3D), 1.5x at nb = 20 (p = 3), 1.2x at nb = 4.
+    multiply-adds, twice as many as 2 x 2 tiles), the remaining rows and
+    columns 2 x 2 at a time.
     """
     i4 = nr // 4 * 4
     j4 = nc // 4 * 4
@@ -157,10 +156,9 @@ def legendre_batch(x, n, box, scale, rec, pmax, L, dL):  # pragma: no cover - co
     The recurrence of :func:`polydg.basis.eval_basis_point_scaled`, with the
     point index innermost so that every loop runs along contiguous memory,
     run on the scaled values themselves (its coefficients absorb the scale
-    factors): one pass per degree and direction, where a pass for the
-    constant and one to scale each degree afterwards made the passes' set-up,
-    not their arithmetic, most of the cost on faces of 4-16 points (interior
-    kernel 1.2-1.3x at p = 1, 1.06x at p = 2 in 3D).
+    factors): one pass per degree and direction, no pass for the constant
+    and none to scale each degree afterwards, since on faces of 4-16 points
+    the passes' set-up, not their arithmetic, is most of the cost.
     """
     d = x.shape[0]
     zero = x.dtype.type(0)
@@ -241,19 +239,14 @@ def gather_volume_coefficients(r0, n, X, W, A, B, C, F, want_load, x, w, Ab, Bb,
     # the points, weights and coefficients are read in one pass when all vary
     # (the usual case), else one pass per array; each loop streams contiguous
     # memory, with the choice between a constant and a pointwise coefficient
-    # made outside it.  Measured on 1.26M points from memory: 2.1x (2D) and
-    # 1.5x (3D) faster than one loop per component with the choice inside.
+    # made outside it (not one loop per component with the choice inside).
     # The loops index views of the batch's rows by the loop counter: Numba
     # wraps a negative index, and the select that X[r0 + q] costs in the
-    # address kept LLVM from vectorising the loop (measured, 2D, 200k points:
-    # 4.0 -> 2.3 ns per point).  The fused loops read the (n, d) rows of X and
-    # B as flat vectors (indexed (q, k), the de-interleaving was not
-    # vectorised), and write A = a I's weighted row in the same pass.  The
-    # element kernel at 2D p = 2 (launch/profile_element_kernel.py, one
-    # thread): gather 3.5 -> 2.3 ns per point from cache and 6.2 -> 4.7 from
-    # memory, the whole kernel 9.1 -> 7.7 and 12.1 -> 10.5; on two threads,
-    # 2.8M points, 14.2-14.6 -> 13.5-13.8 ms.  (A constant's slice is empty
-    # and unused.)
+    # address keeps LLVM from vectorising the loop.  The fused loops read the
+    # (n, d) rows of X and B as flat vectors (indexed (q, k), the
+    # de-interleaving was not vectorised), and write A = a I's weighted row in
+    # the same pass (launch/profile_element_kernel.py; docs/performance.md).
+    # (A constant's slice is empty and unused.)
     Xv, Wv, Bv = X[r0:r0 + n], W[r0:r0 + n], B[r0:r0 + n]
     fused = not one_b and not one_c and want_load and not one_f
     if fused and (d == 2 or d == 3):
@@ -422,13 +415,11 @@ def pad_face_batch(n, x, w, An, coef):  # pragma: no cover - compiled
 
     The padding slots repeat the last point with weight 0, so they add
     exactly nothing, and every vector loop over the batch then runs without
-    a remainder.  An interface has few points (12 on average at p = 2 in
-    3D): padding to a multiple of 8 made the interior kernel 1.35x faster
-    at p = 2 (AMD Zen 5, against no padding).  Most interfaces at p = 1 are one
-    triangle of 4 points, which padding to 8 doubled: padding to 4 (the
-    width of the 256-bit vectors the compiler uses here) made the p = 1
-    interior kernel 1.2x faster on an Intel Xeon, with no change at p = 2, 3.
-    (Volume batches, mostly full, were measured slower padded.)
+    a remainder.  An interface has few points (about 12 at p = 2 in 3D,
+    often one triangle of 4 at p = 1), so the remainder loops would be a
+    large share of the work; :data:`PAD` is the width of the 256-bit vectors
+    the compiler uses here, which does not double a 4-point interface.
+    Volume batches, mostly full, are not padded (docs/performance.md).
     """
     m = (n + PAD - 1) // PAD * PAD
     for q in range(n, m):
@@ -446,15 +437,12 @@ def basis_flux_batch(x, n, box, scale, rec, pmax, indices, nb, L, dL, An, S):  #
 
     Each point's value and flux sit side by side, so that any run of points
     q0 <= q < q1 is the contiguous columns [2 q0, 2 q1): one segment of a
-    batch contracts as one range (:func:`contract_span`).  Measured on the
-    3D interior kernel against values and fluxes in two halves (a segment
-    then two short ranges): the same at p = 1, 10% faster at p = 2.
+    batch contracts as one range (:func:`contract_span`), not as two short
+    ranges of values and fluxes.
 
     What a face needs of its basis functions, straight from the 1D factors:
-    the gradient rows are never stored.  Measured in a compiled loop in 3D
-    against the basis values and gradients followed by a pass
-    turning its gradients into fluxes: 1.6x faster at p = 1 (8 points), 2.0x
-    at p = 2 (16), 1.7x at p = 3 (24); a whole interface visit 1.1x, 1.3x, 1.4x.
+    the gradient rows are never stored, and no second pass turns them into
+    fluxes (docs/performance.md).
     """
     legendre_batch(x, n, box, scale, rec, pmax, L, dL)
     values_and_fluxes(L, dL, n, indices, nb, An, S)

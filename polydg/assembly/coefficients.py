@@ -33,11 +33,11 @@ class Coefficients:
     points are read from memory once and stay in the core's cache for the
     others.  Each value is written into the kernel's array (a ``workspace``
     buffer named after the coefficient, when given) by several threads
-    (NumPy's ufuncs release the GIL), not copied afterwards; the piece size
-    is the best one measured (docs/performance.md).  Coefficient callables
-    must therefore be pure functions of their arguments, as the Problem
-    contract asks; ``threads=1`` evaluates the pieces in order on the
-    calling thread.
+    (NumPy's ufuncs release the GIL), straight into place rather than
+    copied there afterwards; the piece size was chosen by measurement
+    (docs/performance.md).  Coefficient callables must therefore be pure
+    functions of their arguments, as the Problem contract asks; ``threads=1``
+    evaluates the pieces in order on the calling thread.
     """
 
     def __init__(self, problem, d: int, dtype, threads: int, workspace: Workspace | None = None):

@@ -23,6 +23,7 @@ from .. import backend as bk
 from ..basis import basis_indices, element_box_tables, eval_basis_point_scaled, legendre_recurrence
 from . import linearization as forms
 from .linearization import PointForms
+from .linearized_passes import HostExecutor
 from .plan import AssemblyPlan
 from .points import PointBatch, simplex_points_on
 from .timing import Timer
@@ -41,10 +42,11 @@ def _for_device(function, **helpers):
 
 
 _row = cuda.jit(device=True)(forms._row.py_func)
-_products = _for_device(forms._normal_products, _row=_row)
-_volume_point = _for_device(forms.volume_point, _row=_row)
-_interior_point = _for_device(forms.interior_point, _row=_row, _normal_products=_products)
-_boundary_point = _for_device(forms.boundary_point, _row=_row, _normal_products=_products)
+_entry = cuda.jit(device=True)(forms._entry.py_func)
+_products = _for_device(forms._normal_products, _row=_row, _entry=_entry)
+_volume_point = _for_device(forms.volume_point, _row=_row, _entry=_entry)
+_interior_point = _for_device(forms.interior_point, _row=_row, _entry=_entry, _normal_products=_products)
+_boundary_point = _for_device(forms.boundary_point, _row=_row, _entry=_entry, _normal_products=_products)
 
 
 @cuda.jit(device=True)
@@ -302,6 +304,8 @@ class DeviceExecutor:
                                           pattern.row_start))
         self.adj = dev(pattern.adj_offsets), dev(pattern.adj_col)
         self.face_local = xp.full(mesh.n_faces, -1, dtype=np.int64)
+        self.chunks = plan.chunks  # the device's memory holds a plan's chunk of the linearisation's arrays
+        self.workspace = self.x_only = None  # the forms' outputs are the backend's new arrays, at every iterate
         self._warm: set[str] = set()
 
     def begin(self, u, want_jacobian: bool, timer: Timer) -> None:
@@ -346,7 +350,7 @@ class DeviceExecutor:
         return simplex_points_on(self.xp, self.points, self.face_vertices[f], self.face_measure[f],
                                  self.plan.face_degrees(faces))
 
-    def iterate(self, entity_element: np.ndarray, batch: PointBatch):
+    def iterate(self, entity_element: np.ndarray, batch: PointBatch, side: int = 0):
         xp = self.xp
         n, d = int(batch.x.shape[0]), int(batch.x.shape[1])
         values, gradients = xp.empty(n, dtype=np.float64), xp.empty((n, d), dtype=np.float64)
@@ -354,7 +358,10 @@ class DeviceExecutor:
                   self.dof_offsets, self.lo, self.hi, self.degree, self.nbasis, values, gradients)
         return values, gradients
 
-    def per_point(self, values: np.ndarray, batch: PointBatch):
+    #: the points' location (data per cell or element), on the host: the data is looked up there
+    where = HostExecutor.where
+
+    def per_point(self, values: np.ndarray, batch: PointBatch, name: str = ""):
         counts = np.diff(batch.offsets)
         owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
         return self.xp.asarray(np.ascontiguousarray(values))[self.xp.asarray(owner)]

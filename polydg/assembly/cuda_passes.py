@@ -41,10 +41,15 @@ from .workspace import Workspace
 
 class DeviceContext:
     """What the device passes share: the backend's arrays of the plan (``args``, the kernels' structures),
-    the values being assembled, the coefficients on the device and the kernels."""
+    the values being assembled, the coefficients on the device and the kernels.
+
+    ``kept``: where the plan's device tables are kept from one call to the next (an
+    :class:`~polydg.assembly.Assembler`'s, for all its assemblies): its structures and the mesh arrays
+    the point maps read, copied once; each call sends only the problem's face penalties (``sigma``)
+    and starts its own ``face_local`` and values."""
 
     def __init__(self, plan: AssemblyPlan, backend: str, coefficients: Coefficients, workspace: Workspace,
-                 timer: Timer, progress: Callable[[str, int, int], None] | None = None):
+                 timer: Timer, progress: Callable[[str, int, int], None] | None = None, kept: dict | None = None):
         from .cuda_kernels import gpu_kernels  # imports numba.cuda: only here, on the GPU path
 
         self.plan, self.backend, self.workspace, self.timer = plan, backend, workspace, timer
@@ -55,16 +60,22 @@ class DeviceContext:
                                   getattr(space, "basis", "P"))
         t = time.perf_counter()
         dev = self.dev
-        self.args = plan_arguments(plan, dev, self.xp)
-        self.face_local = self.args.faces.face_local
+        kept = {} if kept is None else kept
+        if not kept:  # what no problem changes: the structures (sigma aside) and what the point maps read
+            kept.update(args=plan_arguments(plan, dev, self.xp),
+                        face_normal64=dev(mesh.face_normal),  # float64: the coefficients' normals, as on the host
+                        mesh_points=dev(mesh.points), simplices=dev(mesh.simplices),
+                        simplex_volume=dev(mesh.simplex_volume), face_vertices=dev(mesh.face_vertices),
+                        face_measure=dev(mesh.face_measure))
+        args = kept["args"]
+        self.face_local = self.xp.full(mesh.n_faces, -1, dtype=np.int64)
+        self.args = args._replace(faces=args.faces._replace(sigma=dev(plan.sigma), face_local=self.face_local))
         self.data = self.xp.zeros(pattern.nnz, dtype=plan.dtype)
         self.rhs = self.xp.zeros(pattern.n_rows, dtype=plan.dtype)
         self.values = Values(self.data, self.rhs)
-        self.face_normal64 = dev(mesh.face_normal)  # float64: the coefficients' normals, as on the host
-        # what the point maps read, once: vertices, sub-simplices and faces with their measures
-        self.mesh_points, self.simplices, self.simplex_volume = (dev(mesh.points), dev(mesh.simplices),
-                                                                 dev(mesh.simplex_volume))
-        self.face_vertices, self.face_measure = dev(mesh.face_vertices), dev(mesh.face_measure)
+        self.face_normal64, self.mesh_points, self.simplices = kept["face_normal64"], kept["mesh_points"], kept["simplices"]
+        self.simplex_volume, self.face_vertices = kept["simplex_volume"], kept["face_vertices"]
+        self.face_measure = kept["face_measure"]
         self.coefficients = DeviceCoefficients(coefficients.problem, mesh.dim, plan.dtype, self.xp)
         timer.add("values", t)
         self._warm: set[str] = set()
@@ -176,15 +187,16 @@ def boundary_face_pass(ctx: DeviceContext, passes, mode: int, key: str) -> None:
 def assemble_on_device(plan: AssemblyPlan, executor: Callable[[DeviceContext], object], backend: str,
                        coefficients: Coefficients, workspace: Workspace, timer: Timer,
                        progress: Callable[[str, int, int], None] | None = None,
-                       to_host: bool = False) -> tuple[object, object]:
+                       to_host: bool = False, kept: dict | None = None) -> tuple[object, object]:
     """Run the plan's passes on the device with a reduction's GPU ``executor``; the matrix and load vector.
 
     With ``backend="cupy"`` the matrix is a ``cupyx.scipy.sparse.csr_matrix``
     and the load a CuPy array, or with ``to_host`` a SciPy CSR matrix (int64
     indices) and a NumPy array; under the simulator (``"cudasim"``) always
-    the SciPy / NumPy pair.
+    the SciPy / NumPy pair.  ``kept``: where the plan's device tables are kept from one call to the next
+    (an :class:`~polydg.assembly.Assembler`'s); default copied for this call.
     """
-    ctx = DeviceContext(plan, backend, coefficients, workspace, timer, progress)
+    ctx = DeviceContext(plan, backend, coefficients, workspace, timer, progress, kept)
     passes = executor(ctx)
     volume_pass(ctx, passes)
     if plan.mesh.n_interior_faces:

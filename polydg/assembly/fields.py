@@ -1,6 +1,6 @@
 """A discrete function at quadrature points: u and grad u from its coefficients, through the basis tables.
 
-The coefficients of the current iterate of a nonlinear solve (``DESIGN.md`` section 12) enter the
+The coefficients of the current iterate of a nonlinear solve (docs/design.md §8) enter the
 problem's coefficient callables as values at the quadrature points of a chunk.  Each point belongs to
 one entity (a sub-simplex, or a face seen from one of its sides) whose element is known, so a point
 costs one basis evaluation in its element's box (the same :func:`~polydg.basis.eval_basis_point_scaled`

@@ -1,5 +1,10 @@
 """Compiled block kernels (Numba) for volume, interior-face and boundary terms.
 
+One module though over 600 lines: the row and entity kernels are one family,
+sharing the accumulators, scratch allocators and the prefetch intrinsic that
+Numba inlines into each, and they are read against one another; a split would
+move those helpers into a third module without making either half shorter.
+
 Two families share the same accumulators:
 
 * row kernels (Approach 2, the default): one parallel iteration per element
@@ -337,7 +342,8 @@ def _element_rows_kernel(dim: int):
 
     ``dim`` is a constant of the closure, so the work arrays have
     compile-time shapes and every ``d == 3`` branch is resolved by the
-    compiler (docs/performance.md has what that is worth).
+    compiler, which then unrolls the loops over coordinates (faster than
+    the dimension read from the arrays; docs/performance.md).
     """
 
     @range_kernel
@@ -569,9 +575,9 @@ def interior_rows(e_lo, e_hi, points, coef, basis, faces, pattern, values) -> No
     basis and the neighbours' bases (each point in its neighbour's box) are
     evaluated in one pass each; block (e, c) is complete after its
     interface's last segment and is written once, the diagonal block after
-    all interfaces.  Batches across interfaces, not one per interface:
-    interfaces have few points (6-12 at p = 1 in 3D), and the per-interface
-    loops' set-up cost more than their arithmetic (docs/performance.md).
+    all interfaces.  Batches that span interfaces, rather than one batch
+    per interface, spread the loops' set-up over more points where
+    interfaces have few (6-12 at p = 1 in 3D); docs/performance.md.
     """
     parallel_range(_INTERIOR_ROWS[points.x.shape[1]], e_lo, e_hi, points, coef, basis, faces, pattern, values)
 

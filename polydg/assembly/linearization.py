@@ -1,4 +1,4 @@
-"""The IP-dG residual of a nonlinear problem and its Jacobian, written pointwise (``DESIGN.md`` section 12).
+"""The IP-dG residual of a nonlinear problem and its Jacobian, written pointwise (docs/design.md §8).
 
 For the problem
 
@@ -35,7 +35,10 @@ Two steps: the problem's coefficients are evaluated at the points as arrays (:cl
 user code, on the host or the device), then M and rho are formed point by point by the functions here,
 which hold only scalar arithmetic: Numba compiles them into CPU loops (:func:`volume_forms` and the
 others) and numba-cuda into device kernels (``cuda_linearized.py``).  Coefficients absent, constant or
-not differentiated are one-row arrays (zero when absent), never expanded to the points.
+not differentiated are one-row arrays (zero when absent), never expanded to the points; a scalar
+diffusion a(u) (and its a'(u)) is kept as (n, 1, 1), a I read entry by entry (:func:`_entry`).  The
+outputs (M, rho, a) are taken from the executor's workspace where it has one: the same memory for every
+chunk and iterate.
 """
 
 from __future__ import annotations
@@ -53,33 +56,74 @@ from ..threads import parallel_range, range_kernel
 
 @dataclass
 class PointForms:
-    """M (n, ..., D, D) or None (the residual alone) and rho (n, ..., D) at a batch of points."""
+    """M (n, ..., D, D) or None (the residual alone) and rho (n, ..., D) at a batch of points; ``bordered``:
+    M's lower-right d x d blocks are zero (face points where A is free of grad u)."""
 
     M: Any
     rho: Any
+    bordered: bool = False
 
 
 @dataclass
 class DiffusionValues:
     """A (n or 1, d, d), dA/du (n or 1, d, d) and da/d(grad u) (n or 1, d) at points; zeros (one row) where a
-    derivative is absent or not asked for."""
+    derivative is absent or not asked for.  A and dA/du are (n or 1, 1, 1) where they are a scalar times
+    the identity."""
 
     A: Any
     dA: Any
     dag: Any
 
 
+class XOnlyValues:
+    """Coefficient values that depend on x alone (not on u or grad u), kept from one linearisation of a
+    system to the next: a batch of points (named by its pass and first element) is the same at every
+    iterate, and so are such values there.  Kept for one problem, up to ``limit_bytes`` in all (values
+    beyond it are computed at every iterate)."""
+
+    def __init__(self, limit_bytes: float):
+        self.limit, self.values, self.nbytes, self.problem = limit_bytes, {}, 0, None
+
+    def get(self, problem, key: tuple, compute):
+        """The value kept under ``key`` for ``problem``, or ``compute()`` (kept while within the limit)."""
+        if problem is not self.problem:
+            self.values, self.nbytes, self.problem = {}, 0, problem
+        value = self.values.get(key)
+        if value is None:
+            value = compute()
+            if self.nbytes + value.nbytes <= self.limit:
+                # a view (of buffers that the next batch overwrites, say) is kept as a copy
+                self.values[key] = value if value.base is None else value.copy()
+                self.nbytes += value.nbytes
+        return value
+
+
 class CoefficientsAtIterate:
     """The problem's coefficients (and, for Newton, their derivatives in u and grad u) at points, for an
     iterate given there, in the array namespace ``xp``.  ``newton=False`` (Picard, or the residual alone)
     evaluates them at the iterate without derivatives.  ``where`` locates the points (a
-    :class:`~polydg.problem.data.PointLocation`, or None) for coefficients that read it."""
+    :class:`~polydg.problem.data.PointLocation`, or None) for coefficients that read it.  The forms'
+    outputs come from ``workspace`` (a :class:`~polydg.assembly.workspace.Workspace`) when one is given;
+    with ``x_only`` (:class:`XOnlyValues`), the values free of u and grad u at the batch named by
+    ``batch`` (set by the passes) are computed once per system."""
 
-    def __init__(self, problem, xp=np, newton: bool = True):
-        self.problem, self.xp, self.newton = problem, xp, newton
+    def __init__(self, problem, xp=np, newton: bool = True, workspace=None, x_only: XOnlyValues | None = None):
+        self.problem, self.xp, self.newton, self.workspace, self.x_only = problem, xp, newton, workspace, x_only
+        self.batch = None
+
+    def _x_only(self, name: str, compute):
+        if self.x_only is None or self.batch is None:
+            return compute()
+        return self.x_only.get(self.problem, (self.batch, name), compute)
 
     def _zeros(self, *shape):
         return self.xp.zeros((1,) + shape)
+
+    def empty(self, name: str, shape: tuple):
+        """An uninitialised float64 array: the workspace's buffer ``name`` (valid until its next take), or new."""
+        if self.workspace is None:
+            return self.xp.empty(shape)
+        return self.workspace.take(name, shape, np.float64)
 
     @property
     def sided_diffusion(self) -> bool:
@@ -87,26 +131,34 @@ class CoefficientsAtIterate:
         p = self.problem
         return bool(p.iterate_arguments("diffusion")) or reads_location(p.diffusion)
 
-    def diffusion(self, x, u, g, where=None) -> DiffusionValues:
+    def diffusion(self, x, u, g, where=None, side: int = 0) -> DiffusionValues:
+        """A and its derivatives at the points, seen from ``side`` (of an interior face)."""
         d = int(x.shape[1])
         if not self.problem.has_diffusion:
-            return DiffusionValues(self._zeros(d, d), self._zeros(d, d), self._zeros(d))
+            return DiffusionValues(self._zeros(1, 1), self._zeros(1, 1), self._zeros(d))
+        if not self.problem.iterate_arguments("diffusion"):
+            A = self._x_only(f"diffusion{side}", lambda: self.xp.ascontiguousarray(
+                diffusion_at_iterate(self.problem, x, xp=self.xp, where=where).A, dtype=np.float64))
+            return DiffusionValues(A, self._zeros(1, 1), self._zeros(d))
         v = diffusion_at_iterate(self.problem, x, u, g, self.xp, self.newton, where)
         xp = self.xp
         return DiffusionValues(xp.ascontiguousarray(v.A, dtype=np.float64),
-                               self._zeros(d, d) if v.dA_du is None else xp.ascontiguousarray(v.dA_du),
+                               self._zeros(1, 1) if v.dA_du is None else xp.ascontiguousarray(v.dA_du),
                                self._zeros(d) if v.da_dgrad is None else xp.ascontiguousarray(v.da_dgrad))
 
     def advection(self, x):
         p, xp = self.problem, self.xp
         if not p.has_advection:
             return self._zeros(int(x.shape[1]))
-        return xp.ascontiguousarray(p.advection_at(x, xp), dtype=np.float64)
+        return self._x_only("advection", lambda: xp.ascontiguousarray(p.advection_at(x, xp), dtype=np.float64))
 
     def scalar(self, name: str, x, u, g, where=None):
         """(value, d value/du) of reaction or source: one-row zeros where absent."""
         if getattr(self.problem, name) is None:
             return self._zeros(), self._zeros()
+        if not self.problem.iterate_arguments(name):
+            return self._x_only(name, lambda: self.xp.ascontiguousarray(
+                scalar_at_iterate(self.problem, name, x, xp=self.xp, where=where)[0], dtype=np.float64)), self._zeros()
         value, du = scalar_at_iterate(self.problem, name, x, u, g, self.xp, self.newton, where)
         xp = self.xp
         return (xp.ascontiguousarray(value, dtype=np.float64),
@@ -114,12 +166,12 @@ class CoefficientsAtIterate:
 
     def boundary_data(self, x, normal):
         """g_D, g_N and the Neumann mask (int8) at boundary points: one-row zeros where absent."""
-        p, xp = self.problem, self.xp
-        gD = (xp.ascontiguousarray(p.dirichlet_at(x, xp), dtype=np.float64) if p.dirichlet is not None
-              else self._zeros())
+        p, xp, kept = self.problem, self.xp, self._x_only
+        gD = (kept("dirichlet", lambda: xp.ascontiguousarray(p.dirichlet_at(x, xp), dtype=np.float64))
+              if p.dirichlet is not None else self._zeros())
         if p.has_neumann and p.has_diffusion:
-            neu = xp.ascontiguousarray(p.neumann_mask(x, normal, xp)).astype(np.int8)
-            gN = (xp.ascontiguousarray(p.neumann_at(x, normal, xp), dtype=np.float64)
+            neu = kept("neumann_mask", lambda: xp.ascontiguousarray(p.neumann_mask(x, normal, xp)).astype(np.int8))
+            gN = (kept("neumann", lambda: xp.ascontiguousarray(p.neumann_at(x, normal, xp), dtype=np.float64))
                   if p.neumann is not None else self._zeros())
         else:
             neu, gN = xp.zeros(1, dtype=np.int8), self._zeros()
@@ -136,6 +188,15 @@ def _row(r, a):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
+def _entry(A, r, k, m):  # pragma: no cover - compiled
+    """A[r, k, m] of a tensor (n, d, d), or of a I stored as a (n, 1, 1): a times the identity's entry, the
+    same number as the expanded tensor's."""
+    if A.shape[1] == 1:
+        return A[r, 0, 0] * (1.0 if k == m else 0.0)
+    return A[r, k, m]
+
+
+@njit(cache=True, inline="always")
 def volume_point(r, A, dA, dag, b, c, dc, f, df, u, g, want, M, rho):  # pragma: no cover - compiled
     """M[r], rho[r] at volume point r; returns a = max_k sum_m |A_km| there (the penalty's bound)."""
     d = g.shape[1]
@@ -148,8 +209,8 @@ def volume_point(r, A, dA, dag, b, c, dc, f, df, u, g, want, M, rho):  # pragma:
         F = 0.0 * ur
         row_sum = 0.0 * ur
         for m in range(d):
-            F += A[rA, k, m] * g[r, m]
-            row_sum += abs(A[rA, k, m])
+            F += _entry(A, rA, k, m) * g[r, m]
+            row_sum += abs(_entry(A, rA, k, m))
         a = max(a, row_sum)
         rho[r, 1 + k] = F
     rho[r, 0] = S
@@ -159,8 +220,8 @@ def volume_point(r, A, dA, dag, b, c, dc, f, df, u, g, want, M, rho):  # pragma:
             M[r, 0, 1 + k] = b[rb, k]
             dF = 0.0 * ur
             for m in range(d):
-                dF += dA[rdA, k, m] * g[r, m]
-                M[r, 1 + k, 1 + m] = A[rA, k, m] + g[r, k] * dag[rg, m]
+                dF += _entry(dA, rdA, k, m) * g[r, m]
+                M[r, 1 + k, 1 + m] = _entry(A, rA, k, m) + g[r, k] * dag[rg, m]
             M[r, 1 + k, 0] = dF
     return a
 
@@ -176,8 +237,8 @@ def _normal_products(r, A, dA, g, n, An, dAn):  # pragma: no cover - compiled
         s = 0.0 * n[0]
         t = 0.0 * n[0]
         for m in range(d):
-            s += A[rA, m, k] * n[m]
-            t += dA[rdA, m, k] * n[m]
+            s += _entry(A, rA, m, k) * n[m]
+            t += _entry(dA, rdA, m, k) * n[m]
         An[k] = s
         dAn[k] = t
         Fn += s * g[r, k]
@@ -240,7 +301,7 @@ def interior_point(r, A0, dA0, dag0, A1, dA1, dag1, b, u0, g0, u1, g1, normal, s
             for k in range(d):
                 An_t_k = 0.0 * jump
                 for m in range(d):
-                    An_t_k += A_t[rA_t, m, k] * n[m]
+                    An_t_k += _entry(A_t, rA_t, m, k) * n[m]
                 M[r, s, t, 0, 1 + k] = -0.5 * es * (An_t_k + dag_t[rg_t, k] * gn)
                 m_k0 = -0.5 * et * An_s[k]
                 if s == t:
@@ -339,9 +400,10 @@ def run_on_host(kind: str, n: int, *args) -> None:
     parallel_range(HOST_LOOPS[kind], 0, n, *args)
 
 
-def _outputs(xp, n: int, side: tuple, D: int, want: bool):
-    rho = xp.empty((n,) + side + (D,))
-    M = xp.empty((n,) + side + side + (D, D)) if want else xp.zeros((1,) + side + side + (D, D))
+def _outputs(coefficients: CoefficientsAtIterate, n: int, side: tuple, D: int, want: bool):
+    rho = coefficients.empty("rho", (n,) + side + (D,))
+    shape = side + side + (D, D)
+    M = coefficients.empty("M", (n,) + shape) if want else coefficients.xp.zeros((1,) + shape)
     return M, rho
 
 
@@ -349,13 +411,12 @@ def volume_forms(coefficients: CoefficientsAtIterate, x, u, g, want: bool = True
     """M (n, D, D) and rho (n, D) at volume points (M None without ``want``), and a (n,): the penalty's
     max_k sum_m |A_km| at each point.  ``run(kind, n, *arrays)`` runs the point loop where the arrays are;
     ``where`` locates the points (or None)."""
-    xp = coefficients.xp
     n, d = int(x.shape[0]), int(x.shape[1])
     diff = coefficients.diffusion(x, u, g, where)
     c, dc = coefficients.scalar("reaction", x, u, g, where)
     f, df = coefficients.scalar("source", x, u, g, where)
-    M, rho = _outputs(xp, n, (), d + 1, want)
-    a = xp.empty(n)
+    M, rho = _outputs(coefficients, n, (), d + 1, want)
+    a = coefficients.empty("a", (n,))
     run("volume", n, diff.A, diff.dA, diff.dag, coefficients.advection(x), c, dc, f, df, u, g, want, M, rho, a)
     return PointForms(M if want else None, rho), a
 
@@ -369,12 +430,14 @@ def interior_forms(coefficients: CoefficientsAtIterate, x, normal, sides, sigma,
     n, d = int(x.shape[0]), int(x.shape[1])
     (u0, g0), (u1, g1) = sides
     w0, w1 = where if where is not None else (None, None)
-    diff0 = coefficients.diffusion(x, u0, g0, w0)  # both sides see one A unless it is sided
-    diff1 = coefficients.diffusion(x, u1, g1, w1) if coefficients.sided_diffusion else diff0
-    M, rho = _outputs(xp, n, (2,), d + 1, want)
+    diff0 = coefficients.diffusion(x, u0, g0, w0, 0)  # both sides see one A unless it is sided
+    diff1 = coefficients.diffusion(x, u1, g1, w1, 1) if coefficients.sided_diffusion else diff0
+    M, rho = _outputs(coefficients, n, (2,), d + 1, want)
     run("interior", n, diff0.A, diff0.dA, diff0.dag, diff1.A, diff1.dA, diff1.dag, coefficients.advection(x), u0, g0,
         u1, g1, xp.ascontiguousarray(normal), sigma, want, M, rho)
-    return PointForms(M if want else None, rho)
+    # M[s, t]'s lower-right block is -1/2 [u] n (da/dgrad u)^T on the diagonal pairs, 0 elsewhere
+    bordered = all(dag.shape[0] == 1 and not bool(xp.any(dag)) for dag in (diff0.dag, diff1.dag))
+    return PointForms(M if want else None, rho, bordered)
 
 
 def boundary_forms(coefficients: CoefficientsAtIterate, x, normal, u, g, sigma, want: bool = True,
@@ -385,7 +448,7 @@ def boundary_forms(coefficients: CoefficientsAtIterate, x, normal, u, g, sigma, 
     n, d = int(x.shape[0]), int(x.shape[1])
     diff = coefficients.diffusion(x, u, g, where)
     gD, gN, neu = coefficients.boundary_data(x, normal)
-    M, rho = _outputs(xp, n, (), d + 1, want)
+    M, rho = _outputs(coefficients, n, (), d + 1, want)
     run("boundary", n, diff.A, diff.dA, diff.dag, coefficients.advection(x), u, g, xp.ascontiguousarray(normal),
         sigma, gD, gN, neu, want, M, rho)
     return PointForms(M if want else None, rho)

@@ -10,6 +10,9 @@ per point.  Element e's rows gather their points in batches of ``BATCH``:
 and each block is written once at its CSR position, as the linear row kernels do: no races, the same
 values for any chunking and thread count.  An interior face adds, for e on side s and its neighbour
 on side 1 - s, M[s, s] to the diagonal block and M[s, 1 - s] to block (e, neighbour).
+
+At a face point M's lower-right d x d blocks vanish unless A depends on grad u (``bordered``): the
+interior kernel then forms U from M's first row and column alone.
 """
 
 from __future__ import annotations
@@ -62,6 +65,20 @@ def _trial(w, M, T, c, nb, U):  # pragma: no cover - compiled
             for b in range(D):
                 s += M[a, b] * T[j, c + b]
             U[j, c + a] = w * s
+
+
+@njit(cache=True, inline="always")
+def _trial_bordered(w, M, T, c, nb, U):  # pragma: no cover - compiled
+    """:func:`_trial` for an M whose lower-right d x d block is zero: row 0 in full, row a > 0 M[a, 0] t_0."""
+    D = M.shape[0]
+    for j in range(nb):
+        s = 0.0 * w
+        for b in range(D):
+            s += M[0, b] * T[j, c + b]
+        U[j, c] = w * s
+        t0 = T[j, c]
+        for a in range(1, D):
+            U[j, c + a] = w * (M[a, 0] * t0)
 
 
 @njit(cache=True, inline="always")
@@ -120,9 +137,9 @@ def _volume_rows(e_lo, e_hi, element_offsets, s_lo, pts, X, W, M, RHO, lo, hi, d
 
 
 @range_kernel
-def _interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_offsets, face_local, pts, X, W, M,
-                   RHO, lo, hi, degree, nbasis, table, rec, row_base, row_width, block_start, diag_entry, row_start,
-                   want_block, data, rhs):  # pragma: no cover - compiled
+def _interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_offsets, face_local, bordered, pts, X,
+                   W, M, RHO, lo, hi, degree, nbasis, table, rec, row_base, row_width, block_start, diag_entry,
+                   row_start, want_block, data, rhs):  # pragma: no cover - compiled
     d = X.shape[1]
     D = d + 1
     nbmax = table.shape[0]
@@ -155,8 +172,12 @@ def _interior_rows(e_lo, e_hi, adj_offsets, adj_col, adj_interface, interface_of
                     _test(W[r], RHO[r, s], T, c, nbK, vec)
                     if want_block:
                         _traces(X[r], boxN, scaleN, rec, pN, table, nbN, leg, dleg, phi, gradT, TN, c)
-                        _trial(W[r], M[r, s, s], T, c, nbK, U)
-                        _trial(W[r], M[r, s, 1 - s], TN, c, nbN, V)
+                        if bordered:  # A free of grad u: M's lower-right blocks are zero at face points
+                            _trial_bordered(W[r], M[r, s, s], T, c, nbK, U)
+                            _trial_bordered(W[r], M[r, s, 1 - s], TN, c, nbN, V)
+                        else:
+                            _trial(W[r], M[r, s, s], T, c, nbK, U)
+                            _trial(W[r], M[r, s, 1 - s], TN, c, nbN, V)
                     q += 1
                     if q == BATCH or (r == r1 - 1 and f == f_last):
                         if want_block:
@@ -207,6 +228,18 @@ def _boundary_rows(e_lo, e_hi, boundary_offsets, face_local, pts, X, W, M, RHO, 
         for i in range(nb):
             rhs[row_start[e] + i] += vec[i]
 
+
+@range_kernel
+def _spread(t_lo, t_hi, offsets, values, out):  # pragma: no cover - compiled
+    """out[r] = values[t] for the points r of entities t_lo:t_hi (rows of any width)."""
+    for t in range(t_lo, t_hi):
+        for r in range(offsets[t], offsets[t + 1]):
+            for k in range(values.shape[1]):
+                out[r, k] = values[t, k]
+
+
+#: one value per entity spread over the entity's points (``HostExecutor.per_point``)
+spread_kernel = _spread
 
 #: the row kernels (run by ``threads.parallel_range`` over a range of elements): volume terms,
 #: interior-face terms and boundary-face terms of each element's rows

@@ -14,7 +14,13 @@ sub-simplex, or of each side of a face.
 
 Where the arrays live is an executor's business: :class:`HostExecutor` (NumPy, the Numba kernels of
 ``linearized_kernels.py``) here, :class:`~polydg.assembly.cuda_linearized.DeviceExecutor` on a GPU
-(numba-cuda kernels, the backend's arrays).  The passes are written once against ``executor.xp``.
+(numba-cuda kernels, the backend's arrays).  The passes are written once against ``executor.xp``, over
+``executor.chunks``.  The host's chunks are sized for the linearisation's own arrays (M at a face point
+alone is four (1 + d) x (1 + d) matrices), and its per-point arrays (points, u and grad u, normals,
+sigma, M, rho) are views of one :class:`~polydg.assembly.workspace.Workspace` kept by the executor:
+allocated by the first chunk of the first iterate, refilled by every later one (fresh memory is paid
+for in page faults, at every chunk).  Only the returned matrix values and residual are new at each
+iterate.
 """
 
 from __future__ import annotations
@@ -29,11 +35,36 @@ import scipy.sparse as sp
 from . import linearized_kernels as LK
 from .fields import field_at_points
 from ..threads import parallel_range
-from .linearization import HOST_LOOPS, CoefficientsAtIterate, PointForms, boundary_forms, interior_forms, volume_forms
+from .linearization import (HOST_LOOPS, CoefficientsAtIterate, PointForms, XOnlyValues, boundary_forms, interior_forms,
+                            volume_forms)
 from .passes import chunk_interfaces, expand_ranges
-from .plan import AssemblyPlan
+from .plan import BYTES_PER_POINT, AssemblyPlan, element_chunks
 from .points import PointBatch, simplex_points
 from .timing import Timer
+from .workspace import Workspace
+
+
+def linearized_bytes_per_point(dim: int) -> int:
+    """Working bytes per quadrature point of a linearisation: an interior face's M (four (1 + d) x (1 + d)
+    matrices) and rho, besides what a linear assembly holds per point (the plan's ``BYTES_PER_POINT``)."""
+    D = dim + 1
+    return BYTES_PER_POINT + 8 * (4 * D * D + 2 * D)
+
+
+#: the most memory (MB) a chunk of a linearisation takes, whatever the budget: its buffers are kept from
+#: one iterate to the next, and chunks larger than this are no faster
+LINEARIZATION_CHUNK_MB = 256.0
+
+
+def linearization_chunks(plan: AssemblyPlan) -> list[tuple[int, int]]:
+    """The plan's rows in chunks whose linearisation fits the plan's memory budget (``memory_budget_mb``),
+    and at most :data:`LINEARIZATION_CHUNK_MB`."""
+    if not plan.chunks or plan.options is None:
+        return list(plan.chunks)
+    mesh = plan.mesh
+    budget_mb = min(plan.options.memory_budget_mb, LINEARIZATION_CHUNK_MB)
+    budget = budget_mb * BYTES_PER_POINT / linearized_bytes_per_point(mesh.dim)
+    return element_chunks(mesh, plan.q_element, plan.face_q, budget, plan.elements)
 
 
 @dataclass
@@ -53,7 +84,12 @@ class Linearization:
 
 
 class HostExecutor:
-    """The passes' means on the CPU: NumPy arrays, points by ``points.py``, the Numba row kernels."""
+    """The passes' means on the CPU: NumPy arrays, points by ``points.py``, the Numba row kernels.
+
+    ``chunks`` are the plan's rows in the linearisation's chunks (:func:`linearization_chunks`);
+    ``workspace`` holds the per-point arrays of a chunk, reused by the next chunk and the next iterate
+    (what :meth:`results` returns is never in it); ``x_only`` the coefficients' values that depend on x
+    alone, computed at the first iterate (up to a quarter of the memory budget)."""
 
     xp = np
 
@@ -61,6 +97,10 @@ class HostExecutor:
         self.plan = plan
         self.face_local = np.full(plan.mesh.n_faces, -1, dtype=np.int64)
         self.tables = (plan.lo, plan.hi, plan.table, plan.rec)
+        self.chunks = linearization_chunks(plan)
+        self.workspace = Workspace()
+        budget_mb = plan.options.memory_budget_mb if plan.options is not None else 0.0
+        self.x_only = XOnlyValues(budget_mb * 2**20 / 4)
         self._warm: set = set()
 
     def _run(self, kernel, lo: int, hi: int, *args) -> None:
@@ -86,15 +126,20 @@ class HostExecutor:
 
     def simplex_points(self, s_lo: int, s_hi: int, q) -> PointBatch:
         mesh = self.plan.mesh
-        return simplex_points(mesh.points, mesh.simplex_volume[s_lo:s_hi], q, cells=mesh.simplices[s_lo:s_hi])
+        return simplex_points(mesh.points, mesh.simplex_volume[s_lo:s_hi], q, cells=mesh.simplices[s_lo:s_hi],
+                              workspace=self.workspace)
 
     def face_points(self, faces: np.ndarray) -> PointBatch:
         mesh = self.plan.mesh
         return simplex_points(mesh.points, mesh.face_measure[faces], self.plan.face_degrees(faces),
-                              cells=mesh.face_vertices[faces])
+                              cells=mesh.face_vertices[faces], workspace=self.workspace)
 
-    def iterate(self, entity_element: np.ndarray, batch: PointBatch):
+    def iterate(self, entity_element: np.ndarray, batch: PointBatch, side: int = 0):
+        """u and grad u at the batch's points, seen from ``side`` (0, or 1 of an interior face)."""
+        n, d = batch.x.shape
+        ws = self.workspace
         return field_at_points(self.plan.space, self.u, entity_element, batch.offsets, batch.x, self.tables,
+                               ws.take(f"u{side}", (n,), np.float64), ws.take(f"grad_u{side}", (n, d), np.float64),
                                run=self._run)
 
     def where(self, element: np.ndarray, cell: np.ndarray | None, batch: PointBatch):
@@ -105,9 +150,15 @@ class HostExecutor:
         cell = np.full(len(element), -1, dtype=np.int64) if cell is None else cell
         return PointLocation(element=np.repeat(element, counts), cell=np.repeat(cell, counts))
 
-    def per_point(self, values: np.ndarray, batch: PointBatch):
-        """``values`` (one per entity of the batch) repeated for each of the entity's points."""
-        return np.repeat(values, np.diff(batch.offsets), axis=0)
+    def per_point(self, values: np.ndarray, batch: PointBatch, name: str):
+        """``values`` (one per entity of the batch) repeated for each of the entity's points, in the buffer
+        ``name``."""
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        out = self.workspace.take(name, (len(batch.x),) + values.shape[1:], np.float64)
+        width = int(np.prod(values.shape[1:], dtype=np.int64))
+        self._run(LK.spread_kernel, 0, len(values), batch.offsets, values.reshape(len(values), width),
+                  out.reshape(len(out), width))
+        return out
 
     def gather_bound(self, a, batch: PointBatch, elements: np.ndarray, a_bound: np.ndarray) -> None:
         """a_bound[e] = max(a_bound[e], max of a over the points of the entities of element e)."""
@@ -137,8 +188,8 @@ class HostExecutor:
     def interior_rows(self, e_lo: int, e_hi: int, batch: PointBatch, forms: PointForms) -> None:
         plan, M_rho = self.plan, self._arrays(forms)
         self._run(LK.interior_kernel, e_lo, e_hi, plan.pattern.adj_offsets, plan.pattern.adj_col,
-                  plan.adj_interface, plan.mesh.interface_offsets, self.face_local, batch.offsets, batch.x,
-                  batch.weight, *M_rho, *self._tail())
+                  plan.adj_interface, plan.mesh.interface_offsets, self.face_local, forms.bordered, batch.offsets,
+                  batch.x, batch.weight, *M_rho, *self._tail())
 
     def boundary_rows(self, e_lo: int, e_hi: int, batch: PointBatch, forms: PointForms) -> None:
         M, rho = self._arrays(forms)
@@ -152,14 +203,16 @@ class HostExecutor:
         pass
 
     def results(self):
-        """The Jacobian (SciPy CSR) or None, and the residual (NumPy)."""
+        """The Jacobian (SciPy CSR) or None, and the residual (NumPy): the caller's alone (the executor keeps
+        no reference to them, so they are freed with the caller's)."""
         jacobian = None
         if self.want:
             pattern = self.plan.pattern
             jacobian = sp.csr_matrix((pattern.n_rows, pattern.n_cols))
             jacobian.data, jacobian.indices, jacobian.indptr = self.data, pattern.indices, pattern.indptr
             jacobian.has_sorted_indices = True
-        return jacobian, self.rhs
+        residual, self.data, self.rhs, self.u = self.rhs, None, None, None
+        return jacobian, residual
 
 
 def linearize(plan: AssemblyPlan, problem, executor, u, *, penalty_at: Callable[[np.ndarray], np.ndarray],
@@ -178,7 +231,7 @@ def linearize(plan: AssemblyPlan, problem, executor, u, *, penalty_at: Callable[
         timer.t[key] = 0.0
     executor.begin(u, want_jacobian, timer)
     t_all = time.perf_counter()
-    coefficients = CoefficientsAtIterate(problem, executor.xp, newton)
+    coefficients = CoefficientsAtIterate(problem, executor.xp, newton, executor.workspace, executor.x_only)
     a_bound = np.zeros(plan.mesh.n_elements)
     _volume_pass(plan, executor, coefficients, a_bound)
     t = time.perf_counter()
@@ -210,7 +263,7 @@ def _timed(executor, key: str, start: float) -> float:
 
 def _volume_pass(plan: AssemblyPlan, executor, coefficients: CoefficientsAtIterate, a_bound: np.ndarray) -> None:
     mesh = plan.mesh
-    for e_lo, e_hi in plan.chunks:
+    for e_lo, e_hi in executor.chunks:
         t = time.perf_counter()
         s_lo, s_hi = int(mesh.element_offsets[e_lo]), int(mesh.element_offsets[e_hi])
         q = plan.q_uniform if plan.q_uniform is not None else np.repeat(
@@ -222,6 +275,7 @@ def _volume_pass(plan: AssemblyPlan, executor, coefficients: CoefficientsAtItera
         t = _timed(executor, "iterate", t)
         where = None if not coefficients.problem.located else executor.where(
             elements, None if mesh.simplex_cell is None else mesh.simplex_cell[s_lo:s_hi], batch)
+        coefficients.batch = ("volume", e_lo)
         forms, a = volume_forms(coefficients, batch.x, u, g, executor.want, executor.run_forms, where)
         executor.gather_bound(a, batch, elements, a_bound)
         t = _timed(executor, "forms", t)
@@ -231,7 +285,7 @@ def _volume_pass(plan: AssemblyPlan, executor, coefficients: CoefficientsAtItera
 
 def _interior_pass(plan: AssemblyPlan, executor, coefficients: CoefficientsAtIterate, sigma: np.ndarray) -> None:
     mesh = plan.mesh
-    for e_lo, e_hi in plan.chunks:
+    for e_lo, e_hi in executor.chunks:
         ifs = chunk_interfaces(plan, e_lo, e_hi)
         faces = expand_ranges(mesh.interface_offsets[ifs], mesh.interface_offsets[ifs + 1])
         if len(faces) == 0:
@@ -240,13 +294,14 @@ def _interior_pass(plan: AssemblyPlan, executor, coefficients: CoefficientsAtIte
         executor.mark_faces(faces, True)
         batch = executor.face_points(faces)
         t = _timed(executor, "quadrature_points", t)
-        sides = [executor.iterate(mesh.face_elements[faces, s], batch) for s in (0, 1)]
+        sides = [executor.iterate(mesh.face_elements[faces, s], batch, s) for s in (0, 1)]
         t = _timed(executor, "iterate", t)
-        normals = executor.per_point(mesh.face_normal[faces], batch)
+        normals = executor.per_point(mesh.face_normal[faces], batch, "normal")
         where = None if not coefficients.problem.located else tuple(
             executor.where(mesh.face_elements[faces, s], None if mesh.face_cells is None else mesh.face_cells[faces, s],
                            batch) for s in (0, 1))
-        forms = interior_forms(coefficients, batch.x, normals, sides, executor.per_point(sigma[faces], batch),
+        coefficients.batch = ("interior", e_lo)
+        forms = interior_forms(coefficients, batch.x, normals, sides, executor.per_point(sigma[faces], batch, "sigma"),
                                executor.want, executor.run_forms, where)
         t = _timed(executor, "forms", t)
         executor.interior_rows(e_lo, e_hi, batch, forms)
@@ -256,7 +311,7 @@ def _interior_pass(plan: AssemblyPlan, executor, coefficients: CoefficientsAtIte
 
 def _boundary_pass(plan: AssemblyPlan, executor, coefficients: CoefficientsAtIterate, sigma: np.ndarray) -> None:
     mesh = plan.mesh
-    for e_lo, e_hi in plan.chunks:
+    for e_lo, e_hi in executor.chunks:
         f0, f1 = int(plan.boundary_offsets[e_lo]), int(plan.boundary_offsets[e_hi])
         if f1 == f0:
             continue
@@ -267,10 +322,11 @@ def _boundary_pass(plan: AssemblyPlan, executor, coefficients: CoefficientsAtIte
         t = _timed(executor, "quadrature_points", t)
         u, g = executor.iterate(mesh.face_elements[faces, 0], batch)
         t = _timed(executor, "iterate", t)
-        normals = executor.per_point(mesh.face_normal[faces], batch)
+        normals = executor.per_point(mesh.face_normal[faces], batch, "normal")
         where = None if not coefficients.problem.located else executor.where(
             mesh.face_elements[faces, 0], None if mesh.face_cells is None else mesh.face_cells[faces, 0], batch)
-        forms = boundary_forms(coefficients, batch.x, normals, u, g, executor.per_point(sigma[faces], batch),
+        coefficients.batch = ("boundary", e_lo)
+        forms = boundary_forms(coefficients, batch.x, normals, u, g, executor.per_point(sigma[faces], batch, "sigma"),
                                executor.want, executor.run_forms, where)
         t = _timed(executor, "forms", t)
         executor.boundary_rows(e_lo, e_hi, batch, forms)

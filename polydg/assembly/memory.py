@@ -191,7 +191,6 @@ def assembly_estimate(space, options, elements: np.ndarray | None = None, matrix
     from ..quadrature import default_degree
     from .plan import BYTES_PER_POINT, face_rule_degrees
     from .points import point_counts
-    from .reductions import reduction
 
     mesh = space.mesh
     elements = np.arange(mesh.n_elements) if elements is None else np.asarray(elements, dtype=np.int64)
@@ -211,7 +210,8 @@ def assembly_estimate(space, options, elements: np.ndarray | None = None, matrix
     chunk = min(points * BYTES_PER_POINT, int(options.memory_budget_mb * 2**20))
     triplets = 0
     # a reduction that builds its own matrix (approach 1) holds COO triplets: a block per sub-simplex and sub-face
-    if matrix and not reduction(options.approach).fills_pattern:
+    # (read from ``options.reduction``: the reductions' executors import this module, through the kept points)
+    if matrix and not options.reduction.fills_pattern:
         fe = mesh.face_elements
         inner = fe[:, 1] >= 0
         other = np.where(inner, nb[np.maximum(fe[:, 1], 0)], 0)

@@ -1,5 +1,9 @@
 """Element volume blocks from Legendre moments (the element kernel of Approach 2).
 
+One module though over 600 lines: the tables (:func:`moment_tables`, built once
+in Python) and the compiled passes that read them are one contract, the row
+layout of the tables being what the passes index, so they change together.
+
 On its bounding box an element's basis functions are scaled tensor products
 of Legendre polynomials (``basis.py``),
 
@@ -353,9 +357,8 @@ def source_moments_batch(n, L, psi, counts, f, mu):  # pragma: no cover - compil
 # takes several moments (two when all 5-6 rows are summed, three for c and b,
 # four for one row), so that a point's coefficients are loaded once for all
 # of them and the 9-12 independent sums keep both FMA units busy; the one or
-# two moments left over take a pass each.  Measured on one core at p = 2 in
-# 2D: 2.6-3.0 ns per point against 3.6-4.1 for one moment per pass, which was
-# bound by loads and by each pass's set-up and final reduction.  The 2D and
+# two moments left over take a pass each.  One moment per pass would be bound
+# by loads and by each pass's set-up and final reduction (docs/performance.md).  The 2D and
 # 3D loops are written out so that the product psi_m = prod_k L[k, m_k] has
 # no loop of its own.
 
@@ -592,8 +595,8 @@ def block_from_moments(p, nb, counts, mu, mus, a_kind, A, box, scale, table, row
                 mus[ar + k * d + l, m] = h * mu[src_row, m]
     flat = mus.ravel()
     load_from_moments(nb, mu, scale, table, S, vec)
-    # each block entry's few terms summed in a register (measured 1.2-1.6x faster than scattering
-    # every term into an array of nb^2 sums, the larger gain at p = 3 in 3D)
+    # each block entry's few terms summed in a register, not scattered term by term into an array
+    # of nb^2 sums: no store and reload per term
     zero = mu.dtype.type(0)
     for i in range(nb):
         for j in range(nb):

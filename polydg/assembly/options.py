@@ -137,6 +137,11 @@ class AssemblyOptions:
                               f"{' or '.join(gpu_reductions())}")
 
     @property
+    def reduction(self):
+        """The registered reduction that ``approach`` names (a :class:`~polydg.assembly.reductions.Reduction`)."""
+        return reduction(self.approach)
+
+    @property
     def dtype(self) -> type:
         """The NumPy type of the working precision."""
         return PRECISIONS[self.precision]

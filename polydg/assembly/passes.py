@@ -26,6 +26,7 @@ import scipy.sparse as sp
 from . import kernels as K
 from .arguments import Points, Values, plan_arguments
 from .coefficients import Coefficients
+from .kept_points import KeptPoints
 from .plan import AssemblyPlan
 from .points import PointBatch, simplex_points
 from .timing import Timer
@@ -42,13 +43,14 @@ class PassContext:
     (a reduction that builds its own matrix, or the load alone).  Each
     kernel is run once on an empty range before its first real call
     (:meth:`warm`), so that compilation or cache loading is timed apart, as
-    ``jit``.
+    ``jit``.  ``kept``: an Assembler's kept points (:meth:`chunk_points`), or None.
     """
 
     def __init__(self, plan: AssemblyPlan, coefficients: Coefficients, workspace: Workspace, timer: Timer,
-                 progress: Callable[[str, int, int], None] | None = None, csr_values: bool = True):
+                 progress: Callable[[str, int, int], None] | None = None, csr_values: bool = True,
+                 kept: KeptPoints | None = None):
         self.plan, self.coefficients, self.workspace, self.timer = plan, coefficients, workspace, timer
-        self.progress = progress
+        self.progress, self.kept = progress, kept
         t = time.perf_counter()
         self.data = plan.pattern.zeroed_values(plan.dtype) if csr_values else np.zeros(0, plan.dtype)
         timer.add("values", t)
@@ -79,15 +81,42 @@ class PassContext:
         X[...], W[...] = batch.x, batch.weight
         return Points(batch.offsets, X, W)
 
-    def face_points(self, faces: np.ndarray) -> tuple[PointBatch, Points]:
-        """The listed faces' quadrature points (float64) and the points and weights in the working precision."""
+    def chunk_points(self, key: tuple, make: Callable[[], PointBatch],
+                     faces: np.ndarray | None = None) -> tuple[PointBatch, Points]:
+        """The points of the batch ``key`` (float64) and its points and weights in the working precision:
+        kept ones (:class:`~polydg.assembly.kept_points.KeptPoints`, the same numbers), or ``make()``'s,
+        then kept when the store keeps points.  ``faces``: the faces they belong to, checked against
+        the kept batch's (a boundary pass's faces depend on the problem)."""
         t = time.perf_counter()
-        mesh = self.plan.mesh
-        batch = simplex_points(mesh.points, mesh.face_measure[faces], self.plan.face_degrees(faces),
-                               cells=mesh.face_vertices[faces], workspace=self.workspace)
-        points = self.points(batch)
+        found = self.kept.get(key, faces) if self.kept is not None else None
+        if found is None:
+            batch = make()
+            points = self.points(batch)
+            if self.kept is not None:
+                batch, X, W = self.kept.put(key, faces, batch, points.x, points.weight)
+                points = Points(batch.offsets, X, W)
+        else:
+            batch, X, W = found
+            points = Points(batch.offsets, X, W)
         self.timer.add("quadrature_points", t)
         return batch, points
+
+    def face_points(self, faces: np.ndarray, key: tuple | None = None) -> tuple[PointBatch, Points]:
+        """The listed faces' quadrature points (float64) and the points and weights in the working precision
+        (kept under ``key``, see :meth:`chunk_points`)."""
+        mesh = self.plan.mesh
+
+        def make() -> PointBatch:
+            return simplex_points(mesh.points, mesh.face_measure[faces], self.plan.face_degrees(faces),
+                                  cells=mesh.face_vertices[faces], workspace=self.workspace)
+
+        if key is None:
+            t = time.perf_counter()
+            batch = make()
+            points = self.points(batch)
+            self.timer.add("quadrature_points", t)
+            return batch, points
+        return self.chunk_points(key, make, faces)
 
     def csr_matrix(self) -> sp.csr_matrix:
         """The pattern's values as CSR with int64 indices."""
@@ -103,10 +132,12 @@ class PassContext:
 
 def assemble_on_host(plan: AssemblyPlan, executor: Callable[[PassContext], object], coefficients: Coefficients,
                      workspace: Workspace, timer: Timer, progress: Callable[[str, int, int], None] | None = None,
-                     csr_values: bool = True) -> tuple[sp.csr_matrix | None, np.ndarray]:
+                     csr_values: bool = True, kept: KeptPoints | None = None) -> tuple[sp.csr_matrix | None, np.ndarray]:
     """Run the plan's passes on the CPU with a reduction's ``executor``; the matrix (None for the load
-    alone) and the load vector.  ``csr_values``: whether the executor writes the pattern's CSR values."""
-    ctx = PassContext(plan, coefficients, workspace, timer, progress, csr_values=csr_values and plan.matrix)
+    alone) and the load vector.  ``csr_values``: whether the executor writes the pattern's CSR values;
+    ``kept``: the points kept across assemblies (:class:`PassContext`)."""
+    ctx = PassContext(plan, coefficients, workspace, timer, progress, csr_values=csr_values and plan.matrix,
+                      kept=kept)
     passes = executor(ctx)
     volume_pass(ctx, passes)
     if plan.mesh.n_interior_faces and plan.matrix:  # no interior-face term in the load
@@ -125,14 +156,16 @@ def volume_pass(ctx: PassContext, passes) -> None:
     plan, timer = ctx.plan, ctx.timer
     mesh = plan.mesh
     for ci, (e_lo, e_hi) in enumerate(plan.chunks):
-        t = time.perf_counter()
         s_lo, s_hi = int(mesh.element_offsets[e_lo]), int(mesh.element_offsets[e_hi])
-        q = plan.q_uniform if plan.q_uniform is not None else np.repeat(
-            plan.q_element[e_lo:e_hi], np.diff(mesh.element_offsets[e_lo:e_hi + 1]))
-        batch = simplex_points(mesh.points, mesh.simplex_volume[s_lo:s_hi], q, cells=mesh.simplices[s_lo:s_hi],
-                               workspace=ctx.workspace)
-        points = ctx.points(batch)
-        t = timer.add("quadrature_points", t)
+
+        def make() -> PointBatch:
+            q = plan.q_uniform if plan.q_uniform is not None else np.repeat(
+                plan.q_element[e_lo:e_hi], np.diff(mesh.element_offsets[e_lo:e_hi + 1]))
+            return simplex_points(mesh.points, mesh.simplex_volume[s_lo:s_hi], q, cells=mesh.simplices[s_lo:s_hi],
+                                  workspace=ctx.workspace)
+
+        batch, points = ctx.chunk_points(("volume", ci), make)
+        t = time.perf_counter()
         coef = ctx.coefficients.volume(batch.x, want_load=True, want_block=plan.matrix)
         timer.add("coefficients", t)
         passes.volume(e_lo, e_hi, s_lo, s_hi, points, coef)
@@ -224,7 +257,7 @@ def boundary_face_pass(ctx: PassContext, passes, mode: int, key: str) -> None:
         if len(faces) == 0:
             continue
         ctx.face_local[faces] = np.arange(len(faces))
-        batch, points = ctx.face_points(faces)
+        batch, points = ctx.face_points(faces, ("boundary", mode, ci))
         t = time.perf_counter()
         normals = np.repeat(mesh.face_normal[faces], np.diff(batch.offsets), axis=0)
         coef = ctx.coefficients.boundary(batch.x, normals)

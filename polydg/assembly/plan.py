@@ -9,6 +9,7 @@ volume, interior faces, boundary) execute a plan chunk by chunk.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -78,6 +79,13 @@ class AssemblyPlan:
     def mesh(self):
         return self.space.mesh
 
+    def for_problem(self, problem, face_penalty: np.ndarray, matrix: bool | None = None) -> AssemblyPlan:
+        """This plan for ``problem`` with sigma_F = ``face_penalty`` (float64, per face), and with
+        ``matrix`` if given: a shallow copy, the arrays shared."""
+        sigma64 = np.asarray(face_penalty, dtype=np.float64)
+        return dataclasses.replace(self, problem=problem, face_penalty=sigma64, sigma=sigma64.astype(self.dtype),
+                                   matrix=self.matrix if matrix is None else matrix)
+
     def face_degrees(self, faces: np.ndarray) -> int | np.ndarray:
         """The rule degree of each listed face (one int for a one-degree space)."""
         return self.q_uniform if self.q_uniform is not None else self.face_q[faces]
@@ -97,6 +105,33 @@ def plan_assembly(space, problem, options: AssemblyOptions, scope: AssemblyScope
     The ``scope`` (default: every row) gives the rows; its ``face_penalty`` (sigma_F per face) is used
     as it is, its ``face_penalty_scale`` multiplies each face's penalty, and its ``column_numbering``
     goes to :func:`~polydg.assembly.pattern.sparsity_pattern`.
+
+    The plan is :func:`layout_plan` (what no problem changes) with :meth:`AssemblyPlan.for_problem`
+    (the problem and its face penalty); :class:`~polydg.assembly.Assembler` keeps the first.
+    """
+    scope = AssemblyScope() if scope is None else scope
+    timer = Timer() if timer is None else timer
+    layout = layout_plan(space, options, scope, timer=timer, matrix=matrix)
+    t = time.perf_counter()
+    if scope.face_penalty is None:
+        a_bound = diffusion_bound(space.mesh, problem, space.total_degree, options.quadrature_extra)
+        sigma64 = penalty_of_faces(space.mesh, space.degree, a_bound, C_sigma=options.penalty,
+                                   kind=options.penalty_kind)
+    else:
+        sigma64 = np.ascontiguousarray(scope.face_penalty, dtype=np.float64)
+    if scope.face_penalty_scale is not None:
+        sigma64 = sigma64 * scope.face_penalty_scale
+    timer.add("penalty", t)
+    return layout.for_problem(problem, sigma64)
+
+
+def layout_plan(space, options: AssemblyOptions, scope: AssemblyScope | None = None, *,
+                timer: Timer | None = None, matrix: bool = True) -> AssemblyPlan:
+    """The part of a plan that no problem changes: rows, tables, rule degrees, pattern (timed as
+    ``indices``) and chunks; its ``problem`` is None and its penalty zero (see :func:`plan_assembly`).
+
+    Rule degrees follow the space's degrees and ``quadrature_extra`` alone, and the chunks the
+    rules and the memory budget, so one layout serves every problem on ``space``.
     """
     scope = AssemblyScope() if scope is None else scope
     timer = Timer() if timer is None else timer
@@ -104,7 +139,6 @@ def plan_assembly(space, problem, options: AssemblyOptions, scope: AssemblyScope
     mesh = space.mesh
     d, n_el = mesh.dim, mesh.n_elements
     elements, column_numbering = scope.rows(n_el), scope.column_numbering
-    degree = space.degree
     # the basis' multi-indices (P or PQ): the kernels read the first nbasis[e] rows, up to 1D degree degree[e]
     basis = getattr(space, "basis", "P")
     table = np.ascontiguousarray(space.indices())
@@ -120,27 +154,20 @@ def plan_assembly(space, problem, options: AssemblyOptions, scope: AssemblyScope
         pattern = device_sparsity_pattern(xp, mesh, space.dof_offsets, elements, column_numbering)
     else:
         pattern = sparsity_pattern(mesh, space.dof_offsets, elements, column_numbering, rows_only=not matrix)
-    t = timer.add("indices", t)
     adj_interface = xp.full(len(pattern.adj_col), -1, dtype=np.int64)
     adj_interface[pattern.interface_entry[:, 0]] = xp.arange(mesh.n_interfaces, dtype=np.int64)
     adj_interface[pattern.interface_entry[:, 1]] = xp.arange(mesh.n_interfaces, dtype=np.int64)
-    if scope.face_penalty is None:
-        a_bound = diffusion_bound(mesh, problem, rule_degree, quadrature_extra)
-        sigma64 = penalty_of_faces(mesh, degree, a_bound, C_sigma=options.penalty, kind=options.penalty_kind)
-    else:
-        sigma64 = np.ascontiguousarray(scope.face_penalty, dtype=np.float64)
-    if scope.face_penalty_scale is not None:
-        sigma64 = sigma64 * scope.face_penalty_scale
-    timer.add("penalty", t)
+    timer.add("indices", t)
 
     n_int = mesh.n_interior_faces
     b_el = mesh.face_elements[n_int:, 0]
     q_element = default_degree(rule_degree, quadrature_extra)
     face_q = face_rule_degrees(rule_degree, mesh.face_elements, quadrature_extra)
+    no_penalty = np.zeros(mesh.n_faces)
     return AssemblyPlan(
-        space=space, problem=problem, approach=options.approach, dtype=dtype, elements=elements, table=table, rec=rec,
+        space=space, problem=None, approach=options.approach, dtype=dtype, elements=elements, table=table, rec=rec,
         moments=moment_tables(space.max_degree, d, dtype, basis), pattern=pattern, adj_interface=adj_interface,
-        face_penalty=sigma64, sigma=sigma64.astype(dtype),
+        face_penalty=no_penalty, sigma=no_penalty.astype(dtype),
         lo=np.ascontiguousarray(mesh.bbox_min, dtype=dtype), hi=np.ascontiguousarray(mesh.bbox_max, dtype=dtype),
         normal=np.ascontiguousarray(mesh.face_normal, dtype=dtype),
         boundary_offsets=n_int + np.searchsorted(b_el, np.arange(n_el + 1)).astype(np.int64),

@@ -39,8 +39,8 @@ class PointBatch:
 def distinct_degrees(degrees: np.ndarray) -> np.ndarray:
     """The distinct values of an array of rule degrees (small non-negative integers), increasing.
 
-    A count per value: O(n) without a sort or hash (``np.unique`` on the
-    million-entry degree arrays of a large mesh cost 0.1 s per assembly).
+    A count per value: O(n) without a sort or hash (``np.unique`` sorts, a
+    visible cost per assembly on the million-entry degree arrays of a large mesh).
     """
     degrees = np.asarray(degrees)
     if degrees.size == 0:
@@ -140,10 +140,9 @@ def point_map_kernel(corners: int, d: int) -> Callable:
 
     in rows ``offsets[s]:offsets[s] + len(w)``.  ``corners`` and ``d`` are
     constants of the compiled code (Numba freezes the closure's integers), so
-    the sums over k and the coordinates unroll: 2M triangle points in 2D took
-    13.3 ms on one core with run-time loop bounds and 6.1 ms with these,
-    bitwise the same points.  Numba's cache keys each kernel by the values of
-    its closure.
+    the sums over k and the coordinates unroll (about twice as fast as
+    run-time loop bounds, bitwise the same points; docs/performance.md).
+    Numba's cache keys each kernel by the values of its closure.
     """
     key = (int(corners), int(d))
     if key not in _POINT_MAPS:

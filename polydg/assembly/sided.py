@@ -15,7 +15,6 @@ linear path's wherever the coefficients are single-valued on the faces, to round
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import numpy as np
@@ -26,14 +25,14 @@ from ..problem.data import check_data
 from .linearized_passes import HostExecutor, linearize
 from .options import AssemblyOptions
 from .penalty import penalty_from_weights, penalty_weights
-from .plan import plan_assembly
+from .plan import AssemblyPlan, layout_plan
 from .result import AssemblyResult
 from .scope import AssemblyScope
 from .timing import Timer
 
 
 def assemble_sided(space, problem, options: AssemblyOptions, *, scope: AssemblyScope | None = None,
-                   matrix: bool = True):
+                   matrix: bool = True, layout: AssemblyPlan | None = None, weights: np.ndarray | None = None):
     """The matrix and load of the linear ``problem`` (a :class:`~polydg.problem.Problem`) on ``space`` by the
     sided executor, with the ``options`` and ``scope`` of :func:`~polydg.assembly.assemble`, which calls this
     for problems whose coefficients read where their points lie.  On the CPU in double precision (row
@@ -49,32 +48,24 @@ def assemble_sided(space, problem, options: AssemblyOptions, *, scope: AssemblyS
     >>> result = assemble_sided(space, Problem("layers", diffusion=k, source=1.0), AssemblyOptions())
     >>> result.matrix.shape == (space.n_dofs, space.n_dofs), result.info["executor"]
     (True, 'sided')
+
+    ``layout`` and ``weights``: the plan's layout (:func:`~polydg.assembly.plan.layout_plan`: host, double,
+    approach 2, these rows) and the penalty's weights, kept by an :class:`~polydg.assembly.Assembler`;
+    by default made here.
     """
     mesh = space.mesh
     scope = scope or AssemblyScope()
-    what = f"problem {problem.name!r} reads where its points lie (data per cell or element)"
-    if problem.nonlinear:
-        raise ProblemError(f"problem {problem.name!r} depends on the iterate: a nonlinear problem is solved by "
-                           "polydg.nonlinear.solve_nonlinear (command line: --nonlinear newton|picard), not assembled once")
-    if problem.space_time:
-        raise OptionError(f"{what}: not supported for a space-time problem")
-    if bk.is_device(options.resolved().backend):
-        raise OptionError(f"{what}: it is assembled on the CPU (backend numpy), the GPU backend has no sided executor")
-    if options.precision != "double":
-        raise OptionError(f"{what}: it is assembled in double precision, not {options.precision}")
-    if options.approach != "2":
-        raise OptionError(f"{what}: it is assembled by row kernels (approach 2), not approach {options.approach!r}")
-    if scope.face_penalty_scale is not None or scope.load_boundary_faces is not None:
-        raise OptionError(f"{what}: face_penalty_scale and load_boundary_faces (space-time slabs) are not supported")
+    check_sided(problem, options, scope)
     check_data(problem, mesh)
     timer = Timer()
     t_all = time.perf_counter()
-    # a zero face penalty skips the linear plan's own a_K (evaluated without the points' locations)
-    plan = plan_assembly(space, problem, options.replace(backend="numpy"),
-                         dataclasses.replace(scope, face_penalty=np.zeros(mesh.n_faces)), timer=timer, matrix=matrix)
-    t = time.perf_counter()
-    weights = penalty_weights(mesh, space.degree, options.penalty_kind)
-    timer.add("penalty", t)
+    if layout is None:  # no face penalty of its own: the linear plan's a_K (without the points' locations) unused
+        layout = layout_plan(space, options.replace(backend="numpy"), scope, timer=timer, matrix=matrix)
+    plan = layout.for_problem(problem, np.zeros(mesh.n_faces), matrix=matrix)
+    if weights is None:
+        t = time.perf_counter()
+        weights = penalty_weights(mesh, space.degree, options.penalty_kind)
+        timer.add("penalty", t)
 
     def penalty_at(a_bound):
         return penalty_from_weights(weights, mesh.face_elements, a_bound, options.penalty)
@@ -112,3 +103,21 @@ def assemble_sided(space, problem, options: AssemblyOptions, *, scope: AssemblyS
         "timings": timings,
     }
     return AssemblyResult(result_matrix, -lin.residual, lin.face_penalty, info)
+
+
+def check_sided(problem, options: AssemblyOptions, scope: AssemblyScope) -> None:
+    """Raise a one-line error unless the sided executor can assemble ``problem`` with ``options`` and ``scope``."""
+    what = f"problem {problem.name!r} reads where its points lie (data per cell or element)"
+    if problem.nonlinear:
+        raise ProblemError(f"problem {problem.name!r} depends on the iterate: a nonlinear problem is solved by "
+                           "polydg.nonlinear.solve_nonlinear (command line: --nonlinear newton|picard), not assembled once")
+    if problem.space_time:
+        raise OptionError(f"{what}: not supported for a space-time problem")
+    if bk.is_device(options.resolved().backend):
+        raise OptionError(f"{what}: it is assembled on the CPU (backend numpy), the GPU backend has no sided executor")
+    if options.precision != "double":
+        raise OptionError(f"{what}: it is assembled in double precision, not {options.precision}")
+    if options.approach != "2":
+        raise OptionError(f"{what}: it is assembled by row kernels (approach 2), not approach {options.approach!r}")
+    if scope.face_penalty_scale is not None or scope.load_boundary_faces is not None:
+        raise OptionError(f"{what}: face_penalty_scale and load_boundary_faces (space-time slabs) are not supported")

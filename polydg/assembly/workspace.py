@@ -4,10 +4,8 @@ Every chunk of the assembler needs the same kinds of arrays (quadrature
 points, weights, coefficient values), of about the same size.  Allocating
 them afresh costs more than filling them: the first write to each page of
 new memory is a page fault in which the kernel zeroes the page (and, for the
-huge pages NumPy asks for, may first compact memory).  Measured on paper-3d
-at p = 1 (1.05M dofs, 4 chunks, 2 cores): filling a fresh 256 MB array took
-0.03-0.46 s, filling it again 0.01 s, and the quadrature points and
-coefficients of a whole assembly 0.27-0.73 s with fresh arrays per chunk.
+huge pages NumPy asks for, may first compact memory), so a fresh array
+costs several times a reused one, and erratically (docs/performance.md).
 A :class:`Workspace` keeps one buffer per name and hands out views of it,
 so only the first chunk pays.
 """

@@ -92,8 +92,8 @@ def _run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     workspace = Workspace()
     for r in range(args.repeat):
         previous, result = result, None
-        if previous is not None:  # only its partition and parts are reused: free its matrix first
-            previous.matrix = previous.rhs = None
+        if previous is not None:  # only its partition and parts are reused (each run makes its plan): free its matrix
+            previous.matrix = previous.rhs = previous.assembler = None
         result = assemble_distributed(space, problem, comm, opts.assembly, reuse=previous, workspace=workspace,
                                       progress=chunk_progress(tell) if size == 1 else None, say=tell)
         if root:

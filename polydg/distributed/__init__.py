@@ -1,4 +1,4 @@
-"""Assembly across MPI ranks (DESIGN.md section 7): ``mpiexec -n N python -m polydg.assemble``.
+"""Assembly across MPI ranks (docs/design.md §11): ``mpiexec -n N python -m polydg.assemble``.
 
 :func:`assemble_distributed` partitions the elements with METIS (weighted by
 kernel work), hands each rank its part and halo, and returns each rank's rows

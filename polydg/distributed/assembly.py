@@ -1,11 +1,11 @@
-"""Assembly across MPI ranks: partition, hand out, assemble rows, gather (DESIGN.md section 7).
+"""Assembly across MPI ranks: partition, hand out, assemble rows, gather (docs/design.md §11).
 
 ::
 
     rank 0: space --rank_partition (METIS, kernel-work weights)--> ranks
             --rank_parts--> one RankPart per rank, sent one at a time
     every rank: a_K of its elements --one Allreduce(MAX)--> sigma_F of its faces
-            --assemble(options, scope=AssemblyScope(elements=owned, face_penalty=sigma))-->
+            --Assembler(options, scope=AssemblyScope(elements=owned)).assemble(problem, face_penalty=sigma)-->
               its rows (the single-process plan and passes; no communication)
             --relabel columns--> rows row_range of the rank numbering (PETSc MPIAIJ)
     gather: rank 0 stacks the rows and renumbers them: the one-process matrix, bit for bit
@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import backend as bk
-from ..assembly.assembler import AssemblyResult, assemble
+from ..assembly.assembler import Assembler, AssemblyResult
 from ..assembly.options import AssemblyOptions, assembly_options
 from ..assembly.passes import expand_ranges
 from ..assembly.reductions import reduction
@@ -67,6 +67,7 @@ class DistributedAssembly:
     face_penalty: np.ndarray | None = None  # sigma_F of the rank's faces
     faces: np.ndarray | None = None  # their global ids
     part: RankPart | None = None
+    assembler: object = None  # the rank's kept plan of its rows (an Assembler), used again by ``reuse``
     _single_of_rank: np.ndarray | None = None  # rank 0: single-process dof of each rank-numbered dof
 
     def gather(self, root: int = 0) -> AssemblyResult | None:
@@ -163,8 +164,10 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
     handed to each rank for its faces; the rows and the column numbering are
     the ranks' own (a scope that sets them is refused).  ``reuse``, a
     previous result of the same space, options and scope on the same ranks,
-    skips the partition and the distribution (repeated assemblies: time
-    steps, timing runs).  A collective call; an error on any rank raises
+    skips the partition and the distribution, and each rank's plan of its rows
+    (its :class:`~polydg.assembly.Assembler`: pattern, rules, chunks; the
+    quadrature points are mapped again) unless its ``assembler`` was set to None
+    (repeated assemblies: time steps, parameter sweeps).  A collective call; an error on any rank raises
     :class:`~polydg.distributed.comm.RankFailure` on every rank.
     """
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -211,10 +214,13 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
         # directly; approach 1's SciPy conversion sorts local columns, relabelled after
         direct = reduction(options.approach).fills_pattern
         columns = (part.rank_dof_offsets, part.rank_dof_offsets, part.n_dofs) if direct else None
-        rows = AssemblyScope(elements=part.submesh.owned, face_penalty=sigma, column_numbering=columns,
-                             load_boundary_faces=part.load_boundary_faces)
-        result = assemble(local_space, problem, options, matrix=matrix, progress=progress, workspace=workspace,
-                          scope=rows)
+        assembler = reuse.assembler if reuse is not None else None
+        if assembler is None or assembler.options != options:
+            rows = AssemblyScope(elements=part.submesh.owned, column_numbering=columns,
+                                 load_boundary_faces=part.load_boundary_faces)
+            assembler = Assembler(local_space, options, scope=rows, keep_points=False)
+        result = assembler.assemble(problem, matrix=matrix, progress=progress, workspace=workspace,
+                                    face_penalty=sigma)
         matrix = result.matrix  # None for the load alone (matrix=False)
         if not direct and matrix is not None:
             t = time.perf_counter()
@@ -242,7 +248,7 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
         single = single_of_rank(space, ranks)
         info["element_ranks"] = ranks
     return DistributedAssembly(matrix=matrix, rhs=result.rhs, row_range=part.row_range, dofs=dofs, info=info,
-                               comm=comm, face_penalty=sigma, faces=part.submesh.faces, part=part,
+                               comm=comm, face_penalty=sigma, faces=part.submesh.faces, part=part, assembler=assembler,
                                _single_of_rank=single)
 
 

@@ -1,4 +1,4 @@
-"""What one rank is handed and what it makes of it, without MPI (DESIGN.md section 7).
+"""What one rank is handed and what it makes of it, without MPI (docs/design.md §11).
 
 :func:`rank_parts` cuts a DG space into one :class:`RankPart` per rank: the
 rank's sub-mesh (:func:`polydg.mesh.submesh.rank_submesh`), degrees, dof

@@ -1,4 +1,4 @@
-"""The polytopic mesh as a struct of arrays (DESIGN.md section 3).
+"""The polytopic mesh as a struct of arrays (docs/design.md §4).
 
 Elements are unions of fine simplices ("sub-simplices").  Faces are the fine
 facets that lie on element boundaries; facets inside one element are dropped.
@@ -309,8 +309,8 @@ def boundary_vertices(
     fe = face_elements.ravel()
     fv = np.repeat(face_vertices, 2, axis=0)
     keep = fe >= 0
-    # distinct (element, vertex) keys: a radix sort and a mask (np.unique's hash
-    # took 1 s for the 7M keys of a 263k-element mesh, this 0.1 s)
+    # distinct (element, vertex) keys: a radix sort and a mask (np.unique's hash is
+    # several times slower on millions of keys; docs/performance.md)
     key = np.sort((fe[keep][:, None] * n_points + fv[keep]).ravel(), kind="stable")
     key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key
     element, vertex = key // n_points, key % n_points

@@ -3,7 +3,7 @@
 A rank assembles the rows of the elements it owns.  For that it needs their
 sub-simplices and faces, and of each neighbour across the partition boundary
 only what the face terms read: bounding box, measure, diameter and the shared
-faces (DESIGN.md section 7).  :func:`rank_submesh` cuts exactly that out of
+faces (docs/design.md §11).  :func:`rank_submesh` cuts exactly that out of
 the whole mesh.
 
 Local elements and faces keep the global mesh's relative order, so every

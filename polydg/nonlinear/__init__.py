@@ -1,4 +1,4 @@
-"""Nonlinear problems: R(u) = 0 for coefficients of the discrete solution (``DESIGN.md`` section 12).
+"""Nonlinear problems: R(u) = 0 for coefficients of the discrete solution (docs/design.md §8).
 
 * :mod:`~polydg.nonlinear.system`: :class:`NonlinearSystem`, a problem on a space with its kept plan;
 * :mod:`~polydg.nonlinear.newton`: Newton's and Picard's iterations on it.

@@ -1,4 +1,4 @@
-"""Newton's and Picard's methods for the IP-dG residual of a nonlinear problem (``DESIGN.md`` section 12).
+"""Newton's and Picard's methods for the IP-dG residual of a nonlinear problem (docs/design.md §8).
 
 Each iterate u_k gives the residual R(u_k) and a Jacobian J (Newton's exact one, or Picard's: the
 linear form with the coefficients frozen at u_k), from one assembly on a kept plan; the update solves

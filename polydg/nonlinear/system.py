@@ -6,12 +6,12 @@ import time
 
 import numpy as np
 
-from ..assembly.linearized_passes import HostExecutor, Linearization, linearize
+from ..assembly.assembler import Assembler
+from ..assembly.linearized_passes import Linearization
 from ..assembly.options import AssemblyOptions, assembly_options
 from ..assembly.pattern import compile_pattern_kernels
-from ..assembly.penalty import compile_penalty_kernels, penalty_from_weights, penalty_weights
+from ..assembly.penalty import compile_penalty_kernels, penalty_from_weights
 from ..assembly.points import compile_point_kernels
-from ..assembly.plan import plan_assembly
 from ..assembly.scope import AssemblyScope
 from ..errors import OptionError
 from ..problem import as_problem
@@ -20,7 +20,8 @@ from ..problem.data import check_data
 
 class NonlinearSystem:
     """R(u) = 0 for ``problem`` on ``space``: the plan (pattern, rules, chunks, tables) and the penalty's
-    weights are made once; each :meth:`linearize` pays for u at the points, the coefficients and the kernels.
+    weights are made once, by an :class:`~polydg.assembly.Assembler` (``assembler``) that keeps them; each
+    :meth:`linearize` pays for u at the points, the coefficients and the kernels.
 
     ``options`` (or their fields as keywords) as for :func:`~polydg.assembly.assemble`: penalty, penalty_kind,
     quadrature_extra, memory_budget_mb and backend are used; the linearisation is always in double
@@ -48,30 +49,18 @@ class NonlinearSystem:
         compile_penalty_kernels()
         self.jit_seconds = time.perf_counter() - start  # compilation or cache loading, apart
         start = time.perf_counter()
-        # the plan's own penalty is not used: sigma comes from a_K at each iterate
         rows = scope or AssemblyScope()
-        self.plan = plan_assembly(space, self.problem, self.options.replace(backend="numpy"),
-                                  AssemblyScope(elements=rows.elements, column_numbering=rows.column_numbering,
-                                                face_penalty=np.zeros(mesh.n_faces)))
-        self.weights = penalty_weights(mesh, space.degree, self.options.penalty_kind)
-        if face_penalty_scale is not None:
-            self.weights = self.weights * np.asarray(face_penalty_scale, dtype=np.float64)[:, None]
-        if self.options.backend != "numpy":
-            from ..assembly.cuda_linearized import DeviceExecutor
-
-            self.executor = DeviceExecutor(self.plan, self.options.backend)
-        else:
-            self.executor = HostExecutor(self.plan)
+        scale = None if face_penalty_scale is None else np.asarray(face_penalty_scale, dtype=np.float64)
+        self.assembler = Assembler(space, self.options, scope=AssemblyScope(
+            elements=rows.elements, column_numbering=rows.column_numbering, face_penalty_scale=scale))
+        self.plan, self.executor, self.weights = self.assembler.linearization()
         self.plan_seconds = time.perf_counter() - start
 
     def linearize(self, u: np.ndarray, *, newton: bool = True, want_jacobian: bool = True,
                   face_penalty: np.ndarray | None = None) -> Linearization:
         """The Jacobian (Newton's, or Picard's) and residual at the iterate ``u``."""
-        u = np.asarray(u, dtype=np.float64)
-        if u.shape != (self.space.n_dofs,):
-            raise OptionError(f"the iterate has shape {u.shape}, expected ({self.space.n_dofs},) (one value per dof)")
-        return linearize(self.plan, self.problem, self.executor, u, penalty_at=self.penalty_at, newton=newton,
-                         want_jacobian=want_jacobian, face_penalty=face_penalty)
+        return self.assembler.linearize_checked(self.problem, u, newton=newton, want_jacobian=want_jacobian,
+                                                face_penalty=face_penalty, penalty_at=self.penalty_at)
 
     def penalty_at(self, a_bound: np.ndarray) -> np.ndarray:
         """sigma_F = C_sigma max over F's elements K of a_K w[F, K], from a_K at the iterate."""

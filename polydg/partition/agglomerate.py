@@ -72,9 +72,9 @@ def agglomerate_cells(fine: SimplexMesh, n_elements: int, *, seed: int = DEFAULT
     else:
         adjacency = pymetis.CSRAdjacency(graph.indptr.astype(np.int64), graph.indices.astype(np.int64))
         # k-way with contiguous parts is the better partition, but its cost
-        # grows with the number of parts (2D, 126k parts of 4 cells: 16.5 s);
-        # recursive bisection is 6x faster there and its few disconnected
-        # parts are split below.
+        # grows with the number of parts; with few cells per part recursive
+        # bisection is several times faster (docs/performance.md) and its few
+        # disconnected parts are split below.
         recursive = fine.n_cells < RECURSIVE_BELOW * n_elements
         with _quiet_c_stdout():
             if recursive:
@@ -123,10 +123,9 @@ def z_order_numbering(parts: np.ndarray, cell_centroids: np.ndarray) -> np.ndarr
 
     METIS numbers its parts in no spatial order, so any contiguous range of
     element ids (a memory-bounded chunk of the assembler, an MPI rank's rows)
-    was scattered over the domain.  Measured on cube:40 into 100k elements:
-    cutting the ids into 2 equal ranges cut 46% of the interfaces with METIS's
-    order (and with the previous one, by first cell), 1.2% with this one; into
-    16 ranges, 66% and 6%.  An interface cut by a chunk boundary has its
+    would be scattered over the domain; along the Z-order curve a contiguous
+    range of ids is a compact region, and cutting the ids into ranges cuts
+    few interfaces (docs/performance.md).  An interface cut by a chunk boundary has its
     quadrature points and coefficients evaluated once per chunk, and one cut
     by a rank boundary is a halo face.  Ties keep the previous order.
     """

@@ -1,4 +1,4 @@
-"""Distribution of the polytopic elements over MPI ranks (DESIGN.md section 7).
+"""Distribution of the polytopic elements over MPI ranks (docs/design.md §11).
 
 METIS splits the element graph so that every rank has about the same kernel
 work, not the same number of elements: vertex weights are the estimated work

@@ -1,4 +1,4 @@
-"""Problems: the contract (DESIGN.md sections 1 and 9), the built-in problems and their loading.
+"""Problems: the contract (docs/design.md §1 and §6), the built-in problems and their loading.
 
 One concept per module:
 

@@ -1,4 +1,4 @@
-"""The Problem contract (DESIGN.md sections 1 and 9), and any object that meets it.
+"""The Problem contract (docs/design.md §1 and §6), and any object that meets it.
 
 A :class:`Problem` describes
 
@@ -213,7 +213,7 @@ class Problem:
         The space dimension the problem is written for (None: any).
     space_time : bool
         True when the last coordinate of x is time (a space-time slab,
-        DESIGN.md section 6); stored for the space-time assembly.
+        docs/design.md §10); stored for the space-time assembly.
     initial : Coefficient
         The initial value u_0(x) of a space-time problem (None: zero);
         stored for the space-time assembly.

@@ -1,4 +1,4 @@
-"""Coefficients from data: values per fine cell, per element, or on a Cartesian grid (DESIGN.md section 12).
+"""Coefficients from data: values per fine cell, per element, or on a Cartesian grid (docs/design.md §6).
 
 Three kinds, each usable as a problem's diffusion, reaction or source:
 
@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backend import array_namespace, to_host
 from ..errors import ProblemError
 
 #: relative tolerance of the symmetry and semi-definiteness checks of tensor values
@@ -260,6 +261,9 @@ class GridData:
         return np.clip(t, 0.0, 1.0) * (np.array(self.shape) - (1 if self.linear else 0))
 
     def __call__(self, x: Any) -> np.ndarray:
+        xp = array_namespace(x)
+        if xp is not np:  # device points (the GPU backend): looked up on the host, the values sent back
+            return xp.asarray(self(to_host(x)))
         t = self._coordinates(x)
         n = np.array(self.shape)
         if not self.linear:

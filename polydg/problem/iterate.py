@@ -1,4 +1,4 @@
-"""Coefficients of the discrete solution and their derivatives at points (``DESIGN.md`` section 12).
+"""Coefficients of the discrete solution and their derivatives at points (docs/design.md §6).
 
 A nonlinear problem's diffusion, reaction or source names the iterate's arguments ``u`` (values,
 ``(n,)``) and ``grad_u`` (gradients, ``(n, d)``) besides x.  Newton's method needs their derivatives
@@ -40,8 +40,9 @@ COMPLEX_STEP = 1e-30
 class DiffusionAtIterate:
     """A(x, u, grad u) at n points and what Newton needs of it.
 
-    A : (n, d, d), or (1, d, d) when it depends on neither x nor the iterate
-    dA_du : (n, d, d) or None (A free of u, or not asked for)
+    A : (n, d, d), or (1, d, d) when it depends on neither x nor the iterate; (n, 1, 1) for a scalar a of
+        the iterate, A = a I (a view of a: the identity is not expanded at every point)
+    dA_du : (n, d, d), or (n, 1, 1) for dA/du = a'(u) I; None (A free of u, or not asked for)
     da_dgrad : (n, d) or None: d a / d grad u of a scalar a (A = a I); None when A is free of grad u
     """
 
@@ -124,19 +125,18 @@ def diffusion_at_iterate(problem, x, u=None, grad_u=None, xp=np, derivatives: bo
         else:
             dg = xp.asarray(problem._call("diffusion_dgrad_u", x, u=u, grad_u=grad_u, where=where))
         dg = _checked_like(problem, "diffusion_dgrad_u", dg, x, (n, d), xp, dtype)
-    eye = xp.eye(d, dtype=dtype)
     if scalar:  # a I: symmetric by construction; a must be >= 0
         a = problem._checked("diffusion", value, x, (n,), xp, dtype)
         if n and bool((a < 0).any()):
             i = int(xp.flatnonzero(a < 0)[0])
             problem._fail("diffusion", f"is negative at x = {_format_point(x[i])}: {float(a[i])!r}")
-        A = a[:, None, None] * eye
+        A = a[:, None, None]
     else:
         A = problem._checked("diffusion", value, x, (n, d, d), xp, dtype)
         problem.check_diffusion_values(A, x, xp)
-    if dA is not None:
-        dA = _checked_like(problem, "diffusion_du", dA[:, None, None] * eye if tuple(dA.shape) == (n,) else dA,
-                           x, (n, d, d), xp, dtype)
+    if dA is not None:  # a'(u) of a scalar (or a scalar given for a tensor): a'(u) I, kept as (n, 1, 1)
+        dA = (_checked_like(problem, "diffusion_du", dA, x, (n,), xp, dtype)[:, None, None]
+              if tuple(dA.shape) == (n,) else _checked_like(problem, "diffusion_du", dA, x, (n, d, d), xp, dtype))
     return DiffusionAtIterate(A, dA, dg)
 
 

@@ -1,4 +1,4 @@
-"""Built-in nonlinear problems (``DESIGN.md`` section 12): the reference problems used by other codes.
+"""Built-in nonlinear problems (docs/design.md §6): the reference problems used by other codes.
 
 * ``quasilinear``: -div((1 + u^2) grad u) = f with a manufactured smooth solution (FEniCSx's tutorial,
   dolfin_dg): the convergence test of the nonlinear path;

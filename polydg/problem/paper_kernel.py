@@ -27,8 +27,8 @@ def _sincospi(x):  # pragma: no cover - compiled
     """(sin(pi x), cos(pi x)) by range reduction to |r| <= 1/4 and two polynomials.
 
     x = k/2 + r with k the integer nearest 2x (x - k/2 is exact), then the
-    quarter turn k mod 4 swaps and signs the pair.  No library call: 3-4x
-    faster than math.sin and math.cos, and within 4e-16 of the true values
+    quarter turn k mod 4 swaps and signs the pair.  No library call, so the
+    loop around it vectorises, and within 4e-16 of the true values
     (tested against long double), closer than NumPy's sin(pi * x), since
     pi x is never rounded.
     """

@@ -3,7 +3,7 @@
 :func:`polynomial_problem` (``polynomial:P[:KIND[:SEED]]`` on the command
 line) builds f from u exactly, by differentiating the :class:`Polynomial`,
 so the discrete solution equals u to round-off when every element has
-degree >= P (DESIGN.md section 10): a test of the assembly with no
+degree >= P (docs/design.md §15): a test of the assembly with no
 discretisation error in the way.
 """
 
@@ -113,7 +113,7 @@ def polynomial_problem(dim: int, degree: int, kind: str = "mixed", seed: int = 0
 
     built exactly from the derivatives of u.  Dirichlet data g_D = u on the
     whole boundary.  DG solutions with degree >= ``degree`` on every element
-    reproduce u to round-off (DESIGN.md section 10).
+    reproduce u to round-off (docs/design.md §15).
     """
     if kind not in POLYNOMIAL_KINDS:
         raise ProblemError(f"polynomial problem: unknown kind {kind!r}; known: {', '.join(POLYNOMIAL_KINDS)}")

@@ -8,6 +8,7 @@ preconditioned by block-Jacobi on the element blocks (:func:`block_jacobi_on`).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from typing import Any, Callable
@@ -18,13 +19,28 @@ from .system import SolverError, check_system
 
 
 def _tolerance_keyword(function: Callable) -> str:
-    """``rtol`` (SciPy >= 1.12, CuPy >= 13) or ``tol`` (older CuPy): the relative tolerance's keyword."""
+    """``rtol`` (SciPy >= 1.12, CuPy >= 14) or ``tol`` (CuPy 13 and older): the relative tolerance's keyword."""
     import inspect
 
     try:
         return "rtol" if "rtol" in inspect.signature(function).parameters else "tol"
     except (TypeError, ValueError):
         return "rtol"
+
+
+def _counts_cycles(sparse_linalg: Any) -> bool:
+    """Whether ``sparse_linalg.gmres`` is CuPy's: maxiter in inner iterations, its callback once per restart."""
+    return sparse_linalg.__name__.split(".")[0] == "cupyx"
+
+
+def _singular_blocks_raise(xp: Any):
+    """A context in which ``xp.linalg.inv`` of a batch with a singular block raises: NumPy always does; CuPy
+    only under ``cupyx.errstate(linalg="raise")``, and otherwise returns undefined values for that block."""
+    if xp.__name__.split(".")[0] != "cupy":
+        return contextlib.nullcontext()
+    import cupyx
+
+    return cupyx.errstate(linalg="raise")
 
 
 def is_symmetric_on(xp: Any, A: Any) -> bool:
@@ -96,11 +112,15 @@ def solve_on_device(matrix: Any, rhs: Any, method: str = "direct", *, xp: Any, s
         if status != 0 or x is None or not bool(xp.isfinite(x).all()):
             count[0] = 0
             restart = max(1, min(restart, maxiter))
-            x, status = sparse_linalg.gmres(A, b, restart=restart, maxiter=max(1, math.ceil(maxiter / restart)), M=M,
+            # SciPy's maxiter counts restart cycles and its "pr_norm" callback comes every inner iteration;
+            # CuPy's maxiter counts inner iterations, whole cycles of ``restart``, and its callback once a cycle
+            cycles = _counts_cycles(sparse_linalg)
+            x, status = sparse_linalg.gmres(A, b, restart=restart,
+                                            maxiter=maxiter if cycles else max(1, math.ceil(maxiter / restart)), M=M,
                                             callback=callback, callback_type="pr_norm", atol=0.0,
                                             **{_tolerance_keyword(sparse_linalg.gmres): tol})
             info["solver"] = f"gmres({restart})+{name}"
-            info["iterations"] += count[0]
+            info["iterations"] += count[0] * (min(restart, n) if cycles else 1)
         if status != 0 or not bool(xp.isfinite(x).all()):
             raise SolverError(f"iterative solve on the device ({info['solver']}) did not converge in "
                               f"{info['iterations']} iterations: relative residual "
@@ -146,8 +166,9 @@ def block_jacobi_on(xp: Any, A: Any, block_sizes: Any) -> Callable[[Any], Any] |
         base = first[block[mine]]
         D[slot[block[mine]], row[mine] - base, col[mine] - base] = value[mine]
         try:
-            inverse = xp.linalg.inv(D)
-        except Exception:  # a singular block (NumPy raises; CuPy returns non-finite values)
+            with _singular_blocks_raise(xp):
+                inverse = xp.linalg.inv(D)
+        except Exception:  # a singular block
             return None
         if not bool(xp.isfinite(inverse).all()):
             return None

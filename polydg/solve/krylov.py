@@ -4,6 +4,12 @@ preconditioner from :mod:`~polydg.solve.preconditioners`.
 Progress: a ``progress`` callable gets a line with the iteration and the
 relative residual at most every :data:`PROGRESS_SECONDS` of iterating, so
 that a long solve shows it is moving and a short one says nothing.
+
+GMRES that stalls (its preconditioned residual falls by less than
+:data:`STALL_FACTOR` over a window of :data:`STALL_WINDOW` iterations, or
+four restart cycles if longer) stops there rather than at ``maxiter``: a
+restarted GMRES that has stalled does not recover, and the caller (the
+automatic choice) can still take the direct solve.
 """
 
 from __future__ import annotations
@@ -23,18 +29,37 @@ from .system import SolverError, is_symmetric, relative_residual
 #: seconds of iterating between two progress lines
 PROGRESS_SECONDS = 2.0
 
+#: GMRES stops as stalled when its residual falls by less than this factor over a window of iterations
+STALL_FACTOR = 0.5
+#: the shortest window of iterations over which GMRES must make :data:`STALL_FACTOR`
+STALL_WINDOW = 200
+
+
+class _Stalled(Exception):
+    """Raised from GMRES's callback to stop a stalled iteration."""
+
 
 class _Monitor:
     """Counts the Krylov iterations and sends a progress line now and then."""
 
-    def __init__(self, label: str, A: sp.csr_matrix, b: np.ndarray, progress: Callable[[str], None] | None):
+    def __init__(self, label: str, A: sp.csr_matrix, b: np.ndarray, progress: Callable[[str], None] | None,
+                 stall_window: int | None = None):
         self.label, self.A, self.b, self.progress = label, A, b, progress
         self.count = 0
         self.last = time.perf_counter()
+        self.stall_window = stall_window
+        self.checkpoint = math.inf  # the residual at the start of the current window
+        self.residual = math.nan  # the last preconditioned residual heard (GMRES)
 
     def __call__(self, value: Any) -> None:
         """CG passes the iterate, GMRES (``callback_type="pr_norm"``) its relative preconditioned residual."""
         self.count += 1
+        if np.ndim(value) == 0:
+            self.residual = float(value)
+            if self.stall_window and self.count % self.stall_window == 0:
+                if not self.residual < STALL_FACTOR * self.checkpoint and math.isfinite(self.checkpoint):
+                    raise _Stalled
+                self.checkpoint = self.residual
         if self.progress is None or time.perf_counter() - self.last < PROGRESS_SECONDS:
             return
         if np.ndim(value) == 0:
@@ -53,8 +78,12 @@ def krylov(method: str, A: sp.csr_matrix, b: np.ndarray, M: Any, tol: float, max
     else:
         restart = max(1, min(restart, maxiter))
         cycles = max(1, math.ceil(maxiter / restart))
-        x, status = spla.gmres(A, b, rtol=tol, atol=0.0, restart=restart, maxiter=cycles, M=M,
-                               callback=monitor, callback_type="pr_norm")
+        monitor.stall_window = max(STALL_WINDOW, 4 * restart)
+        try:
+            x, status = spla.gmres(A, b, rtol=tol, atol=0.0, restart=restart, maxiter=cycles, M=M,
+                                   callback=monitor, callback_type="pr_norm")
+        except _Stalled:
+            return None, -1
     return x, int(status)
 
 
@@ -98,8 +127,12 @@ def iterative_solve(A: sp.csr_matrix, b: np.ndarray, *, symmetric: bool | None, 
         x, status = krylov("gmres", A, b, M, tol, maxiter, restart, monitor)
         info["iterations"] += monitor.count
     info["krylov_seconds"] = time.perf_counter() - krylov_start
-    if status != 0 or not np.isfinite(x).all():
-        residual = relative_residual(A, np.nan_to_num(x), b)
+    if status != 0 or x is None or not np.isfinite(x).all():
+        if x is None:
+            residual_text = (f"stalled at preconditioned relative residual {monitor.residual:.3e} (less than "
+                             f"{1 / STALL_FACTOR:g}x lower in {monitor.stall_window} iterations)")
+        else:
+            residual_text = f"relative residual {relative_residual(A, np.nan_to_num(x), b):.3e} > tol {tol:g}"
         hints = ["the direct solve (method='direct', --solve direct)"]
         if name != "amg" and preconditioners.pyamg_module() is None:
             hints.append("installing pyamg for the amg preconditioner")
@@ -108,9 +141,9 @@ def iterative_solve(A: sp.csr_matrix, b: np.ndarray, *, symmetric: bool | None, 
         if info["iterations"] >= maxiter:
             hints.append(f"more than maxiter={maxiter} iterations")
         raise SolverError(f"iterative solve ({info['solver']}) did not converge in {info['iterations']} iterations: "
-                          f"relative residual {residual:.3e} > tol {tol:g}; try {' or '.join(hints)}")
+                          f"{residual_text}; try {' or '.join(hints)}")
     info["residual"] = relative_residual(A, x, b)
     return x, info
 
 
-__all__ = ["iterative_solve", "krylov", "PROGRESS_SECONDS"]
+__all__ = ["PROGRESS_SECONDS", "STALL_FACTOR", "STALL_WINDOW", "iterative_solve", "krylov"]

@@ -23,7 +23,7 @@ from .direct import ORDERINGS, direct_solve
 from .krylov import iterative_solve
 from . import preconditioners
 from .preconditioners import PRECONDITIONERS
-from .system import SolverError, SolverWarning, check_system, is_symmetric, quiet_numerics
+from .system import SolverError, SolverWarning, check_system, is_symmetric, matrix_blocks, quiet_numerics
 
 
 def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "auto", *, symmetric: bool | None = None,
@@ -154,7 +154,9 @@ def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "auto", *, symmetr
                              "seconds": 0.0, "residual": 0.0, "symmetric": True}
     if method != "iterative" and symmetric is None:  # the choice depends on it; the iterative solve uses it
         symmetric = is_symmetric(A)
-    method, reason = _resolve(method, n, A.nnz, symmetric, space, block_sizes)
+    # the shape of the table: the space's, else the given blocks, else the blocks read off the matrix
+    shape_blocks = block_sizes if block_sizes is not None or space is not None else matrix_blocks(A)
+    method, reason = _resolve(method, n, A.nnz, symmetric, space, shape_blocks)
     _say_choice(progress, method, reason)
     heard: list[str] = []
     with quiet_numerics(heard):
@@ -167,7 +169,7 @@ def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "auto", *, symmetr
                                           preconditioner=preconditioner, block_sizes=block_sizes, space=space,
                                           progress=progress)
             except SolverError as exc:  # chosen, not asked for: the direct solve where its factor fits
-                if reason is None or not direct_fits(n, A.nnz, bool(symmetric), space, block_sizes):
+                if reason is None or not direct_fits(n, A.nnz, bool(symmetric), space, shape_blocks):
                     raise
                 if progress is not None:
                     progress(f"{exc}; solving directly instead")

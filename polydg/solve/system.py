@@ -91,6 +91,23 @@ def shape_of(n: int, nnz: int, space: Any = None, block_sizes: Any = None) -> tu
     return dim, degree, max(round(n / n_basis(degree, dim)), 1), False
 
 
+def matrix_blocks(A: sp.csr_matrix) -> np.ndarray:
+    """The sizes of the runs of consecutive rows with one sparsity pattern (the same length, first and last
+    column): an element's rows in a DG matrix, so the element blocks of a matrix given without its space
+    (two neighbouring elements of one pattern count as one block: a guess of the shape, not a partition)."""
+    A = A if A.has_sorted_indices else A.sorted_indices()
+    n = A.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts, ends = A.indptr[:-1].astype(np.int64), A.indptr[1:].astype(np.int64)
+    nonempty = ends > starts
+    first = np.where(nonempty, A.indices[np.minimum(starts, max(A.nnz - 1, 0))], -1) if A.nnz else np.full(n, -1)
+    last = np.where(nonempty, A.indices[np.maximum(ends - 1, 0)], -1) if A.nnz else np.full(n, -1)
+    change = np.ones(n, dtype=bool)
+    change[1:] = (np.diff(ends - starts) != 0) | (np.diff(first) != 0) | (np.diff(last) != 0)
+    return np.diff(np.append(np.flatnonzero(change), n)).astype(np.int64)
+
+
 @contextlib.contextmanager
 def quiet_numerics(heard: list[str]) -> Iterator[None]:
     """Silence NumPy's floating-point warnings and collect every warning raised inside (one line each,

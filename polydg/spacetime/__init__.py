@@ -1,4 +1,4 @@
-"""Discontinuous Galerkin in space and time on prisms K x I_n (DESIGN.md section 6).
+"""Discontinuous Galerkin in space and time on prisms K x I_n (docs/design.md §10).
 
 One concept per module:
 

@@ -1,4 +1,4 @@
-"""The steady (d+1)-dimensional problem of one space-time slab (paper eq. 2.9, DESIGN.md section 6).
+"""The steady (d+1)-dimensional problem of one space-time slab (paper eq. 2.9, docs/design.md §10).
 
 A space-time problem is
 

@@ -1,4 +1,4 @@
-"""One space-time slab as a (d+1)-dimensional polytopic mesh (DESIGN.md section 6).
+"""One space-time slab as a (d+1)-dimensional polytopic mesh (docs/design.md §10).
 
 The slab Omega x (t0, t1) over a 2D polytopic mesh is cut into prisms
 (sub-triangle x (t0, t1)), each prism into 3 tetrahedra.  Element e of the

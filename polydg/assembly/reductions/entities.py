@@ -58,12 +58,12 @@ class EntityPasses:
         mesh, pattern, timer = plan.mesh, plan.pattern, ctx.timer
         nbasis = plan.space.element_dofs
         cuts = interior_face_cuts(plan)
-        for f_lo, f_hi in zip(cuts[:-1], cuts[1:]):
+        for ci, (f_lo, f_hi) in enumerate(zip(cuts[:-1], cuts[1:])):
             if f_hi == f_lo:
                 continue
             faces = np.arange(f_lo, f_hi, dtype=np.int64)
             ctx.face_local[faces] = np.arange(len(faces))
-            batch, points = ctx.face_points(faces)
+            batch, points = ctx.face_points(faces, ("interior-entity", ci))
             t = time.perf_counter()
             coef = ctx.coefficients.interior(batch.x)
             timer.add("coefficients", t)

@@ -41,17 +41,20 @@ class Reduction:
         """The devices it runs on: "cpu", and "gpu" where it has a GPU executor."""
         return ("cpu", "gpu") if self.gpu is not None else ("cpu",)
 
-    def execute(self, plan, backend: str, coefficients, workspace, timer, progress=None,
-                to_host: bool = False) -> tuple[object, object]:
+    def execute(self, plan, backend: str, coefficients, workspace, timer, progress=None, to_host: bool = False, *,
+                kept_points=None, device_tables: dict | None = None) -> tuple[object, object]:
         """Run ``plan`` with this reduction's executor for ``backend``; the matrix (None for the load alone)
-        and the load vector."""
+        and the load vector.  ``kept_points`` (a :class:`~polydg.assembly.kept_points.KeptPoints`, on the CPU)
+        and ``device_tables`` (a dict, on a GPU): what an :class:`~polydg.assembly.Assembler` keeps from one
+        assembly to the next; None: made for this call."""
         if bk.is_device(backend):
             from ..cuda_passes import assemble_on_device  # imports numba.cuda: only on the GPU path
 
-            return assemble_on_device(plan, self.gpu, backend, coefficients, workspace, timer, progress, to_host)
+            return assemble_on_device(plan, self.gpu, backend, coefficients, workspace, timer, progress, to_host,
+                                      device_tables)
         entry = self if plan.matrix else REDUCTIONS[LOAD_ALONE]
         return assemble_on_host(plan, entry.cpu, coefficients, workspace, timer, progress,
-                                csr_values=entry.fills_pattern)
+                                csr_values=entry.fills_pattern, kept=kept_points)
 
 
 #: the registered reductions by name, in the order of registration

@@ -45,7 +45,7 @@ class RowPasses:
             ifs = chunk_interfaces(plan, e_lo, e_hi)
             faces = expand_ranges(mesh.interface_offsets[ifs], mesh.interface_offsets[ifs + 1])
             ctx.face_local[faces] = np.arange(len(faces))
-            batch, points = ctx.face_points(faces)
+            batch, points = ctx.face_points(faces, ("interior", ci))
             t = time.perf_counter()
             coef = ctx.coefficients.interior(batch.x)
             timer.add("coefficients", t)
