@@ -55,6 +55,9 @@ POLL = 0.05
 GRACE = 3.0
 #: seconds a rank that reported a failure waits for rank 0 to end the job before ending it itself
 ANSWER = 10.0
+#: seconds between printing the job's one line and the abort: mpiexec forwards a rank's stderr while it runs, and an
+#: abort right after the write can end the forwarding first (the line lost under load)
+FORWARD_SECONDS = 0.3
 #: seconds rank 0 waits for the ranks' answers to "are you waiting?"
 INQUIRY = 2.0
 #: the signals the watch sees (those the command line turns into :class:`~polydg.errors.Interrupted`)
@@ -214,7 +217,8 @@ class RankWatch:
         while self._critical and threading.current_thread() is not threading.main_thread() \
                 and time.monotonic() < deadline:
             time.sleep(0.01)
-        self.announce(line)
+        if self.announce(line) and self.size > 1:
+            time.sleep(FORWARD_SECONDS)  # mpiexec forwards the line before the abort ends its forwarding
         self._finished.set()
         abort(self.comm, code)
         os._exit(code)  # not reached: MPI_Abort ends the process
