@@ -52,7 +52,7 @@ from .pattern import compile_pattern_kernels
 from .penalty import compile_penalty_kernels, diffusion_bound, penalty_from_weights, penalty_weights
 from .options import APPROACHES, PRECISIONS, AssemblyOptions, assembly_options
 from .plan import AssemblyPlan, layout_plan
-from .result import AssemblyResult
+from .result import AssemblyResult, size_record
 from .points import compile_point_kernels
 from .reductions import reduction
 from .scope import AssemblyScope
@@ -295,18 +295,7 @@ class Assembler:
         tt["total_kernels"] = tt["element_kernel"] + tt["interior_kernel"] + tt["boundary_kernel"] + tt["inflow_kernel"]
         tt["total_assembly"] = time.perf_counter() - t_all - (tt["jit"] - jit_before_start)
         info = {
-            "dimension": d,
-            "elements": n_el,
-            "rows_elements": [int(elements[0]), int(elements[-1]) + 1],
-            "sub_elements": mesh.n_simplices,
-            "interior_faces": mesh.n_interior_faces,
-            "interfaces": mesh.n_interfaces,
-            "boundary_faces": mesh.n_boundary_faces,
-            "dofs": space.n_dofs,
-            "rows": plan.pattern.n_rows,
-            "nnz": int(matrix.nnz) if matrix is not None else 0,
-            "assembled": "matrix+load" if matrix is not None else "load",
-            "degree": {"min": space.min_degree, "max": space.max_degree},
+            **size_record(space, plan.pattern.n_rows, elements, matrix),
             "precision": options.precision,
             "backend": run.backend,
             "device": bk.device_name(run.backend),

@@ -26,3 +26,23 @@ class AssemblyResult:
     rhs: np.ndarray
     face_penalty: np.ndarray
     info: dict = field(default_factory=dict)
+
+
+def size_record(space, rows: int, elements: np.ndarray, matrix) -> dict:
+    """The sizes every assembly's ``info`` starts with: the mesh's entities, the dofs, the assembled rows
+    (``elements``: their elements, increasing), the non-zeros, and whether the matrix or the load alone."""
+    mesh = space.mesh
+    return {
+        "dimension": mesh.dim,
+        "elements": mesh.n_elements,
+        "rows_elements": [int(elements[0]), int(elements[-1]) + 1],
+        "sub_elements": mesh.n_simplices,
+        "interior_faces": mesh.n_interior_faces,
+        "interfaces": mesh.n_interfaces,
+        "boundary_faces": mesh.n_boundary_faces,
+        "dofs": space.n_dofs,
+        "rows": rows,
+        "nnz": int(matrix.nnz) if matrix is not None else 0,
+        "assembled": "matrix+load" if matrix is not None else "load",
+        "degree": {"min": space.min_degree, "max": space.max_degree},
+    }

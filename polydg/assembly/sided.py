@@ -26,7 +26,7 @@ from .linearized_passes import HostExecutor, linearize
 from .options import AssemblyOptions
 from .penalty import penalty_from_weights, penalty_weights
 from .plan import AssemblyPlan, layout_plan
-from .result import AssemblyResult
+from .result import AssemblyResult, size_record
 from .scope import AssemblyScope
 from .timing import Timer
 
@@ -79,18 +79,7 @@ def assemble_sided(space, problem, options: AssemblyOptions, *, scope: AssemblyS
     result_matrix = lin.jacobian
     elements = scope.rows(mesh.n_elements)
     info = {
-        "dimension": mesh.dim,
-        "elements": mesh.n_elements,
-        "rows_elements": [int(elements[0]), int(elements[-1]) + 1],
-        "sub_elements": mesh.n_simplices,
-        "interior_faces": mesh.n_interior_faces,
-        "interfaces": mesh.n_interfaces,
-        "boundary_faces": mesh.n_boundary_faces,
-        "dofs": space.n_dofs,
-        "rows": plan.pattern.n_rows,
-        "nnz": int(result_matrix.nnz) if result_matrix is not None else 0,
-        "assembled": "matrix+load" if result_matrix is not None else "load",
-        "degree": {"min": space.min_degree, "max": space.max_degree},
+        **size_record(space, plan.pattern.n_rows, elements, result_matrix),
         "precision": "double",
         "backend": "numpy",
         "device": bk.device_name("numpy"),

@@ -265,14 +265,7 @@ class OutputDirectory:
 
     def stage(self) -> Path:
         """Make DIR (and its missing parents) and an empty staging folder in it; returns the folder."""
-        missing = []
-        probe = self.path
-        while not probe.exists() and probe != probe.parent:
-            missing.append(probe)
-            probe = probe.parent
-        for folder in reversed(missing):
-            folder.mkdir(exist_ok=True)
-            self._created.append(folder)
+        self._created += _make_folders(self.path)
         remove_leftovers(self.path)
         return Path(tempfile.mkdtemp(prefix=_staging_name(), dir=self.path))
 
@@ -320,19 +313,25 @@ class OutputDirectory:
         self._created.clear()
 
 
+def _make_folders(directory: Path) -> list[Path]:
+    """Make ``directory`` and its missing parents; returns the folders made, outermost first."""
+    missing = []
+    probe = directory
+    while not probe.exists() and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for folder in reversed(missing):
+        folder.mkdir(exist_ok=True)
+    return missing[::-1]
+
+
 def write_file(path: str | os.PathLike, writer: Writer) -> None:
     """Write one file whole: ``writer`` fills a temporary file beside ``path``, renamed into place.
 
     The folders to ``path`` are made if missing (and removed again if the writing fails).
     """
     path = Path(path).absolute()
-    missing = []
-    probe = path.parent
-    while not probe.exists() and probe != probe.parent:
-        missing.append(probe)
-        probe = probe.parent
-    for folder in reversed(missing):
-        folder.mkdir(exist_ok=True)
+    made = _make_folders(path.parent)
     remove_leftovers(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=_staging_name(), suffix=f".{path.name}", dir=path.parent)
     os.close(fd)
@@ -344,7 +343,7 @@ def write_file(path: str | os.PathLike, writer: Writer) -> None:
             publish(tmp, path)
     except BaseException:
         _unlink(Path(tmp))
-        for folder in missing:
+        for folder in reversed(made):  # innermost first
             try:
                 folder.rmdir()
             except OSError:
