@@ -1122,7 +1122,6 @@ def drive(args) -> int:
         results["stages"]["install"] = json.loads(Path(args.install_json).read_text())
     write_json(out / "results.json", results)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env.setdefault("OMP_NUM_THREADS", "1")
     if args.simulator:
         env["NUMBA_ENABLE_CUDASIM"] = "1"
     with open(out / "run.log", "a") as log:
@@ -1137,12 +1136,15 @@ def drive(args) -> int:
             cmd = [sys.executable, str(Path(__file__).resolve()), "--stage", name, "--out", str(out), "--work",
                    str(work), "--limit", f"{limit:.1f}", "--jobs", str(jobs)]
             cmd += ["--simulator"] * args.simulator + ["--quick"] * args.quick
+            # a stage of one process gives the host's stages (pattern, penalty, points) every core; a stage of
+            # several, one thread per process
+            threads = os.environ.get("OMP_NUM_THREADS") or str((os.cpu_count() or 1) if jobs == 1 else 1)
             banner = f"== stage {name}: limit {limit:.0f} s, {jobs} process(es)"
             say(banner)
             log.write(banner + "\n")
             t = time.monotonic()
-            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    start_new_session=True, cwd=REPO)
+            proc = subprocess.Popen(cmd, env=dict(env, OMP_NUM_THREADS=threads), stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, start_new_session=True, cwd=REPO)
             pump = threading.Thread(target=_pump, args=(proc.stdout, (log, sys.stdout)), daemon=True)
             pump.start()
             try:

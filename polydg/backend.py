@@ -243,9 +243,26 @@ def sparse_modules(backend: str):
     return sparse, sparse_linalg
 
 
+def numpy_aliases_for_numba_cuda() -> None:
+    """Give NumPy back ``row_stack`` (an alias of ``vstack``) where it lacks it (NumPy 2.5 removed it): numba-cuda
+    (to 0.30 at least) overloads it when its CUDA target first loads, and that load fails without it."""
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
+
+
+def contiguous(xp, a, dtype=None):
+    """``a`` as a C-contiguous array of the array module ``xp`` (NumPy or CuPy), of ``dtype`` when given; a host
+    array is copied to the device for CuPy, whose ``ascontiguousarray`` (from CuPy 14) takes device arrays only.
+
+    >>> contiguous(np, np.arange(6.0).reshape(2, 3).T, np.float32).flags.c_contiguous
+    True
+    """
+    return xp.ascontiguousarray(xp.asarray(a, dtype=dtype))
+
+
 def to_device(a, backend: str):
     """``a`` as a contiguous array of ``backend`` (a copy to the GPU for "cupy"; NumPy as it is otherwise)."""
-    return array_module(backend).ascontiguousarray(a)
+    return contiguous(array_module(backend), a)
 
 
 def to_host(a):

@@ -195,11 +195,43 @@ def main(out: str) -> int:
     for approach in ("2", "atomic"):
         result = assemble(space, problem, backend="cudasim", approach=approach)
         arrays[f"slab-pq/{approach}/data"], arrays[f"slab-pq/{approach}/rhs"] = result.matrix.data, result.rhs
+    arrays.update(_loads_alone())
     arrays.update(_kept_plans())
     arrays.update(_marches())
     np.savez(out, **arrays)
     print(f"GPU-SIMULATOR-CASES {n_assemblies} assemblies in {time.perf_counter() - start:.1f} s")
     return 0
+
+
+#: the load alone (``matrix=False``) on the device: the cases, and the PQ slab without its bottom face
+LOAD_CASES = ("2d-all-kinds", "3d-all-kinds", "slab-pq")
+
+
+def load_setup(name: str):
+    """(space, problem, scope) of load case ``name``: the slab's scope leaves out the bottom face's load (as the
+    march does, whose bottom load is the trace) and takes the full assembly's penalty."""
+    if name != "slab-pq":
+        space, problem = case_setup(name)
+        return space, problem, AssemblyScope()
+    from polydg.assembly import assemble
+
+    space, problem = slab_pq_setup()
+    penalty = assemble(space, problem, backend="numpy").face_penalty
+    return space, problem, AssemblyScope(face_penalty=penalty,
+                                         load_boundary_faces=space.mesh.face_normal[:, -1] != -1.0)
+
+
+def _loads_alone() -> dict[str, np.ndarray]:
+    from polydg.assembly import assemble
+
+    arrays = {}
+    for name in LOAD_CASES:
+        space, problem, scope = load_setup(name)
+        for approach in ("2", "atomic"):
+            result = assemble(space, problem, backend="cudasim", approach=approach, scope=scope, matrix=False)
+            arrays[f"load/{name}/{approach}/rhs"] = result.rhs
+            arrays[f"load/{name}/{approach}/matrix"] = np.array(result.matrix is None)
+    return arrays
 
 
 def _kept_plans() -> dict[str, np.ndarray]:
@@ -247,6 +279,7 @@ def _marches() -> dict[str, np.ndarray]:
             arrays[f"march/{name}/solver"] = np.array(result.info["solver"]["solver"])
             arrays[f"march/{name}/factorisations"] = np.array(result.info["factorisations"])
             arrays[f"march/{name}/kept"] = np.array(sorted(kept))
+            arrays[f"march/{name}/assembled"] = np.array(result.info["assembled_per_slab"])
     finally:
         SlabState.solve, SlabState.carry = solve, carry
     return arrays

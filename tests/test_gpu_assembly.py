@@ -29,8 +29,8 @@ from polydg import backend as bk
 from polydg.assembly import assemble
 from polydg.errors import OptionError
 
-from .gpu_simulator_cases import (CASES, MARCH_CASES, PATTERN_CASES, PATTERN_FIELDS, case_setup, march_setup,
-                                  pattern_setup, slab_pq_setup, variants)
+from .gpu_simulator_cases import (CASES, LOAD_CASES, MARCH_CASES, PATTERN_CASES, PATTERN_FIELDS, case_setup,
+                                  load_setup, march_setup, pattern_setup, slab_pq_setup, variants)
 
 REPO = Path(__file__).resolve().parents[1]
 F32_TOL = 1e-6
@@ -253,6 +253,18 @@ def test_a_pq_slab_on_the_device_matches_the_cpu(simulated, approach):
     assert _rel(simulated[f"slab-pq/{approach}/rhs"], cpu.rhs) <= 1e-13
 
 
+@pytest.mark.parametrize("approach", ["2", "atomic"])
+@pytest.mark.parametrize("name", LOAD_CASES)
+def test_the_load_alone_on_the_device_is_the_cpus(simulated, name, approach):
+    """``matrix=False`` on the device: no matrix, and the load of the CPU's load alone (which equals the full
+    assembly's load, tests/test_spacetime.py) to 1e-13, a slab's bottom face left out as the march asks."""
+    space, problem, scope = load_setup(name)
+    cpu = assemble(space, problem, backend="numpy", scope=scope, matrix=False)
+    assert bool(simulated[f"load/{name}/{approach}/matrix"]) and cpu.matrix is None
+    rhs = simulated[f"load/{name}/{approach}/rhs"]
+    assert _rel(rhs, cpu.rhs) <= 1e-13, _rel(rhs, cpu.rhs)
+
+
 @pytest.mark.parametrize("name", list(MARCH_CASES))
 def test_the_march_on_the_device_matches_the_cpu(simulated, name):
     """The march with the GPU backend (simulator): slab matrices, loads, the bottom trace and the solves stay
@@ -267,6 +279,9 @@ def test_the_march_on_the_device_matches_the_cpu(simulated, name):
     assert _rel(simulated[f"{key}/solution"], cpu.solution) <= tol
     assert np.allclose(simulated[f"{key}/errors"], [cpu.errors["l2"], cpu.errors["l2_l2"]], rtol=tol, atol=0)
     assert set(simulated[f"{key}/kept"].tolist()) == {"numpy", "scipy"}  # the simulator backend's types
+    # the matrix kept and the load alone assembled where nothing in the matrix depends on t, as on the CPU
+    assert simulated[f"{key}/assembled"].tolist() == cpu.info["assembled_per_slab"]
+    assert cpu.info["assembled_per_slab"][1:] == (["load"] * 2 if problem.name == "paper-2d1" else ["matrix+load"] * 2)
     if options["method"] == "direct":  # splu kept while the matrix comes back; spsolve for a new one per slab
         reused = problem.name == "paper-2d1"
         assert str(simulated[f"{key}/solver"]) == ("splu" if reused else "spsolve")
@@ -288,8 +303,10 @@ def test_cupy_march_keeps_its_state_on_the_device(name, monkeypatch):
     monkeypatch.setattr(SlabState, "carry", lambda self, u: (kept.append(type(u)), carry(self, u))[-1])
     mesh, problem, degree, options = march_setup(name)
     gpu = march(mesh, problem, degree, backend="cupy", **options)
+    carried_on_the_gpu = list(kept)  # the CPU march below carries NumPy arrays through the same method
     cpu = march(mesh, problem, degree, backend="numpy", **dict(options, method="direct"))
-    assert kept and all(k is cupy.ndarray for k in kept) and isinstance(gpu.solution, np.ndarray)
+    assert carried_on_the_gpu and all(k is cupy.ndarray for k in carried_on_the_gpu)
+    assert isinstance(gpu.solution, np.ndarray)
     assert _rel(gpu.solution, cpu.solution) <= (1e-12 if options["method"] == "direct" else 1e-8)
 
 

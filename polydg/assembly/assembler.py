@@ -233,8 +233,6 @@ class Assembler:
         if scope.load_boundary_faces is not None:
             scope.check(mesh, self._reduction, matrix)
         on_device = bk.is_device(run.backend)
-        if on_device and not matrix:
-            raise OptionError("the load alone (matrix=False) is assembled on the CPU (backend numpy) for now")
         d = mesh.dim
         problem = as_problem(problem, d)  # a Problem as it is; other objects adapted; dimension checked
         made = self._layout_key(matrix) not in self._layouts

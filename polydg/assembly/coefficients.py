@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..backend import contiguous
 from ..errors import PolyDGWarning
 from ..threads import run_tasks
 from .arguments import BoundaryCoefficients, InteriorCoefficients, VolumeCoefficients
@@ -190,7 +191,7 @@ class DeviceCoefficients:
             value = evaluate(to_host(x), *(to_host(e) for e in extra), xp=np)
             return xp.asarray(np.ascontiguousarray(value, dtype=self.dtype if value.dtype != bool else np.int8))
         value = evaluate(x, *extra, xp=xp)
-        return xp.ascontiguousarray(value, dtype=self.dtype if value.dtype != bool else np.int8)
+        return contiguous(xp, value, dtype=self.dtype if value.dtype != bool else np.int8)
 
     def values_of(self, name: str, x):
         """``problem.<name>(x)`` for a callable the kernels do not take (``exact``, ``initial``) as a float64
@@ -215,10 +216,10 @@ class DeviceCoefficients:
 
     # -- the kernels' arrays, as Coefficients gives them
 
-    def volume(self, x, want_load: bool):
+    def volume(self, x, want_load: bool, want_block: bool = True):
         p, d = self.problem, self.d
-        v = self._A_B(x)
-        if p.reaction is not None:
+        v = self._A_B(x) if want_block else {}  # the load alone: A, b, c are zero rows
+        if want_block and p.reaction is not None:
             v["reaction"] = self._at("reaction", "reaction_at", x)
         if want_load and p.source is not None:
             v["source"] = self._at("source", "source_at", x)

@@ -47,9 +47,12 @@ from types import SimpleNamespace
 import numpy as np
 from numba import config, cuda, from_dtype  # ``cuda`` at module level: the simulator swaps it while a kernel runs
 
+from ..backend import numpy_aliases_for_numba_cuda
 from ..basis import basis_indices, element_box_tables, eval_basis_point_scaled, legendre_recurrence
 from .forms import dirichlet_point, inflow_point, interior_face_point, load_point, neumann_point, normal_flux, volume_point
 from .kernels import DIFFUSIVE, _dot_normal
+
+numpy_aliases_for_numba_cuda()  # before numba-cuda's CUDA target first loads (at the first compilation)
 
 #: threads per block: a multiple of the warp on a GPU; the simulator runs a Python thread per GPU thread
 THREADS = 32 if config.ENABLE_CUDASIM else 128
@@ -77,8 +80,9 @@ def _row(r, a):
 
 
 @cuda.jit(device=True)
-def simplex_terms(r0, r1, points, coef, side, rec, table, scratch, block, vec):
-    """Add the volume terms and load of the points r0:r1 (one sub-simplex) to block and vec.
+def simplex_terms(want_block, r0, r1, points, coef, side, rec, table, scratch, block, vec):
+    """Add the volume terms (``want_block``; else the load alone) and load of the points r0:r1 (one
+    sub-simplex) to block and vec.
 
     ``side``: the element's (box, scale, degree, nbasis); ``scratch``: (leg, dleg, phi, gradT, ag, bg)."""
     X, W = points.x, points.weight
@@ -87,7 +91,8 @@ def simplex_terms(r0, r1, points, coef, side, rec, table, scratch, block, vec):
     leg, dleg, phi, gradT, ag, bg = scratch
     for r in range(r0, r1):
         _basis(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, gradT)
-        _volume(W[r], phi, gradT, nb, A[_row(r, A)], B[_row(r, B)], C[_row(r, C)], block, ag, bg)
+        if want_block:
+            _volume(W[r], phi, gradT, nb, A[_row(r, A)], B[_row(r, B)], C[_row(r, C)], block, ag, bg)
         _load(W[r], phi, nb, F[_row(r, F)], vec)
 
 
@@ -212,9 +217,13 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
     length) differ between the two.
 
     Each kernel's first argument is the number of threads that do work
-    (:func:`launch` passes it), then where its range starts, then the named
+    (:func:`launch` passes it), then where its range starts (and a boundary
+    kernel's mode), then ``want_block`` (False for the load alone: no block is
+    formed or written) for all but the interior kernels, then the named
     structures of ``arguments.py`` (launched by the reductions' GPU
-    executors, ``reductions/``).  Compiled by numba-cuda at their first launch.
+    executors, ``reductions/``).  A boundary face whose ``face_local`` is -1
+    has no points in the batch and is left out.  Compiled by numba-cuda at
+    their first launch.
     """
     D, P1 = int(dim), int(pmax) + 1
     TABLE = np.ascontiguousarray(basis_indices(int(pmax), D, basis), dtype=np.int64)
@@ -225,7 +234,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
     # -- volume ---------------------------------------------------------------
 
     @cuda.jit
-    def volume_rows(n_el, e_lo, element_offsets, s_lo, points, coef, basis, pattern, values):
+    def volume_rows(n_el, e_lo, want_block, element_offsets, s_lo, points, coef, basis, pattern, values):
         t = cuda.grid(1)
         if t >= n_el:
             return
@@ -245,14 +254,15 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         _zero_vec(vec, nb)
         _box_tables(basis.lo[e], basis.hi[e], p, box, scale)
         for s in range(element_offsets[e] - s_lo, element_offsets[e + 1] - s_lo):  # sub-simplices in order
-            simplex_terms(pts[s], pts[s + 1], points, coef, (box, scale, p, nb), rec, table,
+            simplex_terms(want_block, pts[s], pts[s + 1], points, coef, (box, scale, p, nb), rec, table,
                           (leg, dleg, phi, gradT, ag, bg), block, vec)
-        _add_block(values.data, pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]],
-                   pattern.row_width[e], block, nb, nb)
+        if want_block:
+            _add_block(values.data, pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]],
+                       pattern.row_width[e], block, nb, nb)
         _add_vec(values.rhs, pattern.row_start[e], vec, nb)
 
     @cuda.jit
-    def volume_atomic(n_s, s_lo, simplex_element, points, coef, basis, pattern, values):
+    def volume_atomic(n_s, s_lo, want_block, simplex_element, points, coef, basis, pattern, values):
         t = cuda.grid(1)
         if t >= n_s:
             return
@@ -271,10 +281,11 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         _zero_block(block, nb, nb)
         _zero_vec(vec, nb)
         _box_tables(basis.lo[e], basis.hi[e], p, box, scale)
-        simplex_terms(pts[t], pts[t + 1], points, coef, (box, scale, p, nb), rec, table,
+        simplex_terms(want_block, pts[t], pts[t + 1], points, coef, (box, scale, p, nb), rec, table,
                       (leg, dleg, phi, gradT, ag, bg), block, vec)
-        _atomic_block(values.data, pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]],
-                      pattern.row_width[e], block, nb, nb)
+        if want_block:
+            _atomic_block(values.data, pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]],
+                          pattern.row_width[e], block, nb, nb)
         _atomic_vec(values.rhs, pattern.row_start[e], vec, nb)
 
     # -- interior faces ---------------------------------------------------------
@@ -360,7 +371,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
     # -- boundary faces -----------------------------------------------------------
 
     @cuda.jit
-    def boundary_rows(n_el, e_lo, mode, points, coef, basis, faces, pattern, values):
+    def boundary_rows(n_el, e_lo, mode, want_block, points, coef, basis, faces, pattern, values):
         t = cuda.grid(1)
         if t >= n_el:
             return
@@ -382,14 +393,17 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         _box_tables(basis.lo[e], basis.hi[e], p, box, scale)
         for f in range(boundary_offsets[e], boundary_offsets[e + 1]):  # e's boundary faces in order
             fl = faces.face_local[f]
+            if fl < 0:
+                continue  # a face whose terms vanish (or, for the load alone, left out): no points
             boundary_terms(mode, pts[fl], pts[fl + 1], points, coef, faces.normal[f], faces.sigma[f],
                            (box, scale, p, nb), rec, table, (An, leg, dleg, phi, gradT, flux), block, vec)
-        _add_block(values.data, pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]],
-                   pattern.row_width[e], block, nb, nb)
+        if want_block:
+            _add_block(values.data, pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]],
+                       pattern.row_width[e], block, nb, nb)
         _add_vec(values.rhs, pattern.row_start[e], vec, nb)
 
     @cuda.jit
-    def boundary_atomic(n_f, f_lo, mode, points, coef, basis, faces, pattern, values):
+    def boundary_atomic(n_f, f_lo, mode, want_block, points, coef, basis, faces, pattern, values):
         t = cuda.grid(1)
         if t >= n_f:
             return
@@ -402,17 +416,19 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
         pts = points.offsets
         f = f_lo + t
+        fl = faces.face_local[f]
         e = faces.face_elements[f, 0]
-        if pattern.row_base[e] < 0:
-            return  # not a row of this assembly
+        if fl < 0 or pattern.row_base[e] < 0:
+            return  # a face left out (its terms vanish, or the load alone's), or not a row of this assembly
         nb, p = basis.nbasis[e], basis.degree[e]
         _zero_block(block, nb, nb)
         _zero_vec(vec, nb)
         _box_tables(basis.lo[e], basis.hi[e], p, box, scale)
-        boundary_terms(mode, pts[t], pts[t + 1], points, coef, faces.normal[f], faces.sigma[f], (box, scale, p, nb),
-                       rec, table, (An, leg, dleg, phi, gradT, flux), block, vec)
-        _atomic_block(values.data, pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]],
-                      pattern.row_width[e], block, nb, nb)
+        boundary_terms(mode, pts[fl], pts[fl + 1], points, coef, faces.normal[f], faces.sigma[f],
+                       (box, scale, p, nb), rec, table, (An, leg, dleg, phi, gradT, flux), block, vec)
+        if want_block:
+            _atomic_block(values.data, pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]],
+                          pattern.row_width[e], block, nb, nb)
         _atomic_vec(values.rhs, pattern.row_start[e], vec, nb)
 
     return SimpleNamespace(volume_rows=volume_rows, volume_atomic=volume_atomic, interior_rows=interior_rows,

@@ -20,6 +20,7 @@ import numpy as np
 from numba import config, cuda, from_dtype
 
 from .. import backend as bk
+from ..backend import contiguous, numpy_aliases_for_numba_cuda
 from ..basis import basis_indices, element_box_tables, eval_basis_point_scaled, legendre_recurrence
 from . import linearization as forms
 from .linearization import PointForms
@@ -29,6 +30,8 @@ from .points import PointBatch, simplex_points_on
 from .timing import Timer
 
 THREADS = 32 if config.ENABLE_CUDASIM else 128
+
+numpy_aliases_for_numba_cuda()  # before numba-cuda's CUDA target first loads (at the first compilation)
 
 _box_tables = cuda.jit(device=True)(element_box_tables.py_func)
 _basis = cuda.jit(device=True)(eval_basis_point_scaled.py_func)
@@ -375,11 +378,11 @@ class DeviceExecutor:
 
     def _arrays(self, forms: PointForms):
         xp = self.xp
-        rho = xp.ascontiguousarray(forms.rho)
+        rho = contiguous(xp, forms.rho)
         if forms.M is None:
             D = int(rho.shape[-1])
             return xp.zeros((1, D, D) if rho.ndim == 2 else (1, 2, 2, D, D)), rho
-        return xp.ascontiguousarray(forms.M), rho
+        return contiguous(xp, forms.M), rho
 
     def _tail(self):
         return (self.lo, self.hi, self.degree, self.nbasis, *self.csr, self.want, self.data, self.rhs)

@@ -32,7 +32,7 @@ from .. import backend as bk
 from ..errors import OptionError
 from .arguments import Points, Values, plan_arguments
 from .coefficients import Coefficients, DeviceCoefficients
-from .passes import boundary_modes
+from .passes import boundary_modes, contributing_boundary_faces
 from .plan import AssemblyPlan
 from .points import PointBatch, simplex_points_on
 from .timing import Timer
@@ -70,7 +70,7 @@ class DeviceContext:
         args = kept["args"]
         self.face_local = self.xp.full(mesh.n_faces, -1, dtype=np.int64)
         self.args = args._replace(faces=args.faces._replace(sigma=dev(plan.sigma), face_local=self.face_local))
-        self.data = self.xp.zeros(pattern.nnz, dtype=plan.dtype)
+        self.data = self.xp.zeros(pattern.nnz if plan.matrix else 0, dtype=plan.dtype)  # none for the load alone
         self.rhs = self.xp.zeros(pattern.n_rows, dtype=plan.dtype)
         self.values = Values(self.data, self.rhs)
         self.face_normal64, self.mesh_points, self.simplices = kept["face_normal64"], kept["mesh_points"], kept["simplices"]
@@ -147,7 +147,7 @@ class DeviceContext:
 
 
 def volume_pass(ctx: DeviceContext, passes) -> None:
-    """Volume terms and load of every chunk's elements."""
+    """Volume terms and load of every chunk's elements (for the load alone, only the load)."""
     plan, timer = ctx.plan, ctx.timer
     element_offsets = plan.mesh.element_offsets
     for ci, (e_lo, e_hi) in enumerate(plan.chunks):
@@ -158,25 +158,34 @@ def volume_pass(ctx: DeviceContext, passes) -> None:
         batch = simplex_points_on(ctx.xp, ctx.mesh_points, ctx.simplices[s_lo:s_hi], ctx.simplex_volume[s_lo:s_hi], q)
         points = ctx.points(batch)
         t = timer.add("quadrature_points", t)
-        coef = ctx.coefficients.volume(ctx.x64, want_load=True)
+        coef = ctx.coefficients.volume(ctx.x64, want_load=True, want_block=plan.matrix)
         timer.add("coefficients", t)
         passes.volume(e_lo, e_hi, s_lo, s_hi, points, coef)
         ctx.report("element kernel", ci + 1, len(plan.chunks))
 
 
 def boundary_face_pass(ctx: DeviceContext, passes, mode: int, key: str) -> None:
-    """Boundary terms of one ``mode`` (``kernels.DIFFUSIVE`` or ``INFLOW``), timed as ``key``."""
-    plan, timer = ctx.plan, ctx.timer
+    """Boundary terms of one ``mode`` (``kernels.DIFFUSIVE`` or ``INFLOW``), timed as ``key``, on the faces
+    where they can be non-zero (``passes.contributing_boundary_faces``, as on the host); the others keep
+    ``face_local`` -1 and the kernels leave them out."""
+    plan, timer, mesh = ctx.plan, ctx.timer, ctx.plan.mesh
+    contributing = contributing_boundary_faces(plan, mode)
     for ci, (e_lo, e_hi) in enumerate(plan.chunks):
         f0, f1 = int(plan.boundary_offsets[e_lo]), int(plan.boundary_offsets[e_hi])
-        if f0 == f1:
-            continue
         faces = np.arange(f0, f1, dtype=np.int64)
+        if contributing is not None:
+            faces = faces[contributing[f0 - mesh.n_interior_faces:f1 - mesh.n_interior_faces]]
+        if len(faces) == 0:
+            continue
         batch, points = ctx.face_points(faces)
         t = time.perf_counter()
-        coef = ctx.coefficients.boundary(ctx.x64, ctx.point_normals(ctx.dev(faces), points.offsets))
+        faces_dev = ctx.dev(faces)
+        ctx.face_local[faces_dev] = ctx.xp.arange(len(faces), dtype=np.int64)
+        t = timer.add("indices", t)
+        coef = ctx.coefficients.boundary(ctx.x64, ctx.point_normals(faces_dev, points.offsets))
         timer.add("coefficients", t)
         passes.boundary(mode, key, e_lo, e_hi, faces, points, coef)
+        ctx.face_local[faces_dev] = -1
         ctx.report(key.replace("_", " "), ci + 1, len(plan.chunks))
 
 
@@ -188,7 +197,8 @@ def assemble_on_device(plan: AssemblyPlan, executor: Callable[[DeviceContext], o
                        coefficients: Coefficients, workspace: Workspace, timer: Timer,
                        progress: Callable[[str, int, int], None] | None = None,
                        to_host: bool = False, kept: dict | None = None) -> tuple[object, object]:
-    """Run the plan's passes on the device with a reduction's GPU ``executor``; the matrix and load vector.
+    """Run the plan's passes on the device with a reduction's GPU ``executor``; the matrix (None for the load
+    alone, a plan of ``matrix=False``) and load vector.
 
     With ``backend="cupy"`` the matrix is a ``cupyx.scipy.sparse.csr_matrix``
     and the load a CuPy array, or with ``to_host`` a SciPy CSR matrix (int64
@@ -197,16 +207,20 @@ def assemble_on_device(plan: AssemblyPlan, executor: Callable[[DeviceContext], o
     (an :class:`~polydg.assembly.Assembler`'s); default copied for this call.
     """
     ctx = DeviceContext(plan, backend, coefficients, workspace, timer, progress, kept)
-    passes = executor(ctx)
+    t = time.perf_counter()
+    passes = executor(ctx)  # the executor's own tables, copied to the device
+    timer.add("values", t)
     volume_pass(ctx, passes)
-    if plan.mesh.n_interior_faces:
+    if plan.matrix and plan.mesh.n_interior_faces:
         passes.interior_faces()
-    for mode, key in boundary_modes(plan.problem):
+    for mode, key in boundary_modes(plan.problem, plan.matrix):
         boundary_face_pass(ctx, passes, mode, key)
     t = time.perf_counter()
     pattern = plan.pattern
     shape = (pattern.n_rows, pattern.n_cols)
-    if backend == "cupy" and not to_host:
+    if not plan.matrix:
+        matrix, rhs = None, (bk.to_host(ctx.rhs) if to_host or backend != "cupy" else ctx.rhs)
+    elif backend == "cupy" and not to_host:
         matrix, rhs = _cupy_csr(ctx.data, pattern.indices, pattern.indptr, shape), ctx.rhs
     else:
         import scipy.sparse as sp

@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from ..backend import contiguous
 from ..problem.contract import reads_location
 from ..problem.iterate import diffusion_at_iterate, scalar_at_iterate
 from ..threads import parallel_range, range_kernel
@@ -137,41 +138,41 @@ class CoefficientsAtIterate:
         if not self.problem.has_diffusion:
             return DiffusionValues(self._zeros(1, 1), self._zeros(1, 1), self._zeros(d))
         if not self.problem.iterate_arguments("diffusion"):
-            A = self._x_only(f"diffusion{side}", lambda: self.xp.ascontiguousarray(
+            A = self._x_only(f"diffusion{side}", lambda: contiguous(self.xp,
                 diffusion_at_iterate(self.problem, x, xp=self.xp, where=where).A, dtype=np.float64))
             return DiffusionValues(A, self._zeros(1, 1), self._zeros(d))
         v = diffusion_at_iterate(self.problem, x, u, g, self.xp, self.newton, where)
         xp = self.xp
-        return DiffusionValues(xp.ascontiguousarray(v.A, dtype=np.float64),
-                               self._zeros(1, 1) if v.dA_du is None else xp.ascontiguousarray(v.dA_du),
-                               self._zeros(d) if v.da_dgrad is None else xp.ascontiguousarray(v.da_dgrad))
+        return DiffusionValues(contiguous(xp, v.A, dtype=np.float64),
+                               self._zeros(1, 1) if v.dA_du is None else contiguous(xp, v.dA_du),
+                               self._zeros(d) if v.da_dgrad is None else contiguous(xp, v.da_dgrad))
 
     def advection(self, x):
         p, xp = self.problem, self.xp
         if not p.has_advection:
             return self._zeros(int(x.shape[1]))
-        return self._x_only("advection", lambda: xp.ascontiguousarray(p.advection_at(x, xp), dtype=np.float64))
+        return self._x_only("advection", lambda: contiguous(xp, p.advection_at(x, xp), dtype=np.float64))
 
     def scalar(self, name: str, x, u, g, where=None):
         """(value, d value/du) of reaction or source: one-row zeros where absent."""
         if getattr(self.problem, name) is None:
             return self._zeros(), self._zeros()
         if not self.problem.iterate_arguments(name):
-            return self._x_only(name, lambda: self.xp.ascontiguousarray(
+            return self._x_only(name, lambda: contiguous(self.xp,
                 scalar_at_iterate(self.problem, name, x, xp=self.xp, where=where)[0], dtype=np.float64)), self._zeros()
         value, du = scalar_at_iterate(self.problem, name, x, u, g, self.xp, self.newton, where)
         xp = self.xp
-        return (xp.ascontiguousarray(value, dtype=np.float64),
-                self._zeros() if du is None else xp.ascontiguousarray(du, dtype=np.float64))
+        return (contiguous(xp, value, dtype=np.float64),
+                self._zeros() if du is None else contiguous(xp, du, dtype=np.float64))
 
     def boundary_data(self, x, normal):
         """g_D, g_N and the Neumann mask (int8) at boundary points: one-row zeros where absent."""
         p, xp, kept = self.problem, self.xp, self._x_only
-        gD = (kept("dirichlet", lambda: xp.ascontiguousarray(p.dirichlet_at(x, xp), dtype=np.float64))
+        gD = (kept("dirichlet", lambda: contiguous(xp, p.dirichlet_at(x, xp), dtype=np.float64))
               if p.dirichlet is not None else self._zeros())
         if p.has_neumann and p.has_diffusion:
-            neu = kept("neumann_mask", lambda: xp.ascontiguousarray(p.neumann_mask(x, normal, xp)).astype(np.int8))
-            gN = (kept("neumann", lambda: xp.ascontiguousarray(p.neumann_at(x, normal, xp), dtype=np.float64))
+            neu = kept("neumann_mask", lambda: contiguous(xp, p.neumann_mask(x, normal, xp)).astype(np.int8))
+            gN = (kept("neumann", lambda: contiguous(xp, p.neumann_at(x, normal, xp), dtype=np.float64))
                   if p.neumann is not None else self._zeros())
         else:
             neu, gN = xp.zeros(1, dtype=np.int8), self._zeros()
@@ -434,7 +435,7 @@ def interior_forms(coefficients: CoefficientsAtIterate, x, normal, sides, sigma,
     diff1 = coefficients.diffusion(x, u1, g1, w1, 1) if coefficients.sided_diffusion else diff0
     M, rho = _outputs(coefficients, n, (2,), d + 1, want)
     run("interior", n, diff0.A, diff0.dA, diff0.dag, diff1.A, diff1.dA, diff1.dag, coefficients.advection(x), u0, g0,
-        u1, g1, xp.ascontiguousarray(normal), sigma, want, M, rho)
+        u1, g1, contiguous(xp, normal), sigma, want, M, rho)
     # M[s, t]'s lower-right block is -1/2 [u] n (da/dgrad u)^T on the diagonal pairs, 0 elsewhere
     bordered = all(dag.shape[0] == 1 and not bool(xp.any(dag)) for dag in (diff0.dag, diff1.dag))
     return PointForms(M if want else None, rho, bordered)
@@ -449,6 +450,6 @@ def boundary_forms(coefficients: CoefficientsAtIterate, x, normal, u, g, sigma, 
     diff = coefficients.diffusion(x, u, g, where)
     gD, gN, neu = coefficients.boundary_data(x, normal)
     M, rho = _outputs(coefficients, n, (), d + 1, want)
-    run("boundary", n, diff.A, diff.dA, diff.dag, coefficients.advection(x), u, g, xp.ascontiguousarray(normal),
+    run("boundary", n, diff.A, diff.dA, diff.dag, coefficients.advection(x), u, g, contiguous(xp, normal),
         sigma, gD, gN, neu, want, M, rho)
     return PointForms(M if want else None, rho)

@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
+from ..backend import to_host
 from . import kernels as K
 from .arguments import Points, Values, plan_arguments
 from .coefficients import Coefficients
@@ -190,7 +191,9 @@ def chunk_interfaces(plan: AssemblyPlan, e_lo: int, e_hi: int) -> np.ndarray:
     first = mesh.interface_elements[:, 0]
     i_lo, i_hi = np.searchsorted(first, [e_lo, e_hi])
     k_lo, k_hi = int(pattern.adj_offsets[e_lo]), int(pattern.adj_offsets[e_hi])
-    below = plan.adj_interface[k_lo:k_hi][pattern.adj_col[k_lo:k_hi] < e_lo]  # no diagonal entry: it is >= e_lo
+    # on the host whatever the plan's backend (a GPU's pattern is on the device): the ids index the mesh's arrays
+    column, interface = to_host(pattern.adj_col[k_lo:k_hi]), to_host(plan.adj_interface[k_lo:k_hi])
+    below = interface[column < e_lo]  # no diagonal entry: it is >= e_lo
     return np.concatenate([np.sort(below), np.arange(i_lo, i_hi, dtype=np.int64)]).astype(np.int64, copy=False)
 
 

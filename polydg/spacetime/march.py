@@ -44,8 +44,7 @@ tables of the bottom load and the errors, the factorisation) is a
 :class:`~polydg.spacetime.slab_state.SlabState`, in the backend's arrays:
 with a GPU backend (``backend="cupy"``) the slabs' matrices, loads, bottom
 trace and solves stay on the device and the last slab's solution is copied
-to the host once, at the end; there every slab assembles its matrix and load
-(the load alone is a CPU path for now).
+to the host once, at the end; the matrix kept and the load alone as on the host.
 """
 
 from __future__ import annotations
@@ -138,11 +137,10 @@ class _KeptMatrix:
     the slab that assembled it.
     """
 
-    def __init__(self, problem: Problem, free_of_t: bool | None, quadrature_extra: int, on_host: bool):
+    def __init__(self, problem: Problem, free_of_t: bool | None, quadrature_extra: int):
         self.constant = matrix_coefficients_constant(problem)
         self.free_of_t = free_of_t
         self.fingerprint = CoefficientFingerprint(problem, quadrature_extra)
-        self.on_host = on_host  # the load alone is assembled on the CPU
         self.assembly = None  # the AssemblyResult whose matrix is kept
         self.digest: bytes | None = None
 
@@ -151,7 +149,7 @@ class _KeptMatrix:
 
     def keeps(self, same_length: bool, space: DGSpace, slab: Problem) -> bool:
         """Whether this slab (of ``space``, problem ``slab``) keeps the matrix and assembles its load alone."""
-        if self.assembly is None or not same_length or not self.on_host or self.free_of_t is False:
+        if self.assembly is None or not same_length or self.free_of_t is False:
             return False
         if not self._detect():
             return True
@@ -160,7 +158,7 @@ class _KeptMatrix:
     def keep(self, assembly, space: DGSpace, slab: Problem) -> None:
         """Keep the matrix of ``assembly`` (this slab's full assembly)."""
         self.assembly = assembly
-        self.digest = self.fingerprint(space, slab) if self._detect() and self.on_host else None
+        self.digest = self.fingerprint(space, slab) if self._detect() else None
 
     def with_load(self, load) -> Any:
         """The kept matrix with this slab's ``load`` (an AssemblyResult of ``assemble(..., matrix=False)``)."""
@@ -268,7 +266,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     with_errors = compute_errors and problem.exact is not None
     backend = bk.resolve_backend(options.backend)
     # the slab matrix depends on t only through A, b, c and the Neumann mask (time_dependence.py)
-    kept = _KeptMatrix(problem, coefficients_free_of_t, options.quadrature_extra, on_host=not bk.is_device(backend))
+    kept = _KeptMatrix(problem, coefficients_free_of_t, options.quadrature_extra)
     if autonomous is None:  # and the load too: nothing of the slab problem depends on t
         autonomous = kept.constant and load_data_constant(problem)
     # (ranks' assemblies come to rank 0's host, and so do those with to_host)

@@ -44,9 +44,10 @@ def _diffusion(problem: Problem, d: int) -> Any:
         return None
 
     def embed(value: np.ndarray, n: int) -> np.ndarray:
-        A = np.zeros((n, d + 1, d + 1), dtype=np.result_type(value.dtype, np.float64))  # complex for Newton's step
+        xp = array_namespace(value)  # the points' arrays: CuPy's on a GPU
+        A = xp.zeros((n, d + 1, d + 1), dtype=np.result_type(value.dtype, np.float64))  # complex for Newton's step
         if value.shape == (n,):
-            A[:, np.arange(d), np.arange(d)] = value[:, None]
+            A[:, xp.arange(d), xp.arange(d)] = value[:, None]
         elif value.shape == (n, d, d):
             A[:, :d, :d] = value
         else:
@@ -66,10 +67,15 @@ def _diffusion(problem: Problem, d: int) -> Any:
     named = problem.iterate_arguments("diffusion")
     if not named:
         def diffusion(y: np.ndarray) -> np.ndarray:
-            return embed(np.asarray(problem._call("diffusion", y), dtype=np.float64), len(y))
+            return embed(_as_array(problem._call("diffusion", y), y, np.float64), len(y))
         return diffusion
-    return _of_iterate(lambda y, u, grad_u: embed(np.asarray(problem._call("diffusion", y, u=u, grad_u=grad_u)),
+    return _of_iterate(lambda y, u, grad_u: embed(_as_array(problem._call("diffusion", y, u=u, grad_u=grad_u), y),
                                                   len(y)), named, d)
+
+
+def _as_array(value, y, dtype=None):
+    """A coefficient's value as an array of the kind of the points ``y`` (CuPy's on a GPU)."""
+    return array_namespace(y).asarray(value, dtype=dtype)
 
 
 def _of_iterate(evaluate: Callable, named: tuple, d: int) -> Callable:
@@ -89,22 +95,24 @@ def _diffusion_derivatives(problem: Problem, d: int) -> tuple[Any, Any]:
         named = problem.iterate_arguments("diffusion_du")
 
         def embed(value, n):
-            A = np.zeros((n, d + 1, d + 1), dtype=np.result_type(value.dtype, np.float64))
+            xp = array_namespace(value)
+            A = xp.zeros((n, d + 1, d + 1), dtype=np.result_type(value.dtype, np.float64))
             if value.shape == (n,):
-                A[:, np.arange(d), np.arange(d)] = value[:, None]
+                A[:, xp.arange(d), xp.arange(d)] = value[:, None]
             else:
                 A[:, :d, :d] = value
             return A
 
-        du = _of_iterate(lambda y, u, g: embed(np.asarray(problem._call("diffusion_du", y, u=u, grad_u=g)), len(y)),
+        du = _of_iterate(lambda y, u, g: embed(_as_array(problem._call("diffusion_du", y, u=u, grad_u=g), y), len(y)),
                          named, d)
     if problem.diffusion_dgrad_u is not None:
         named = problem.iterate_arguments("diffusion_dgrad_u")
 
         def extend(value):  # no dependence on the time derivative
-            return np.column_stack([value, np.zeros(len(value))])
+            xp = array_namespace(value)
+            return xp.column_stack([value, xp.zeros(len(value), dtype=value.dtype)])
 
-        dg = _of_iterate(lambda y, u, g: extend(np.asarray(problem._call("diffusion_dgrad_u", y, u=u, grad_u=g))),
+        dg = _of_iterate(lambda y, u, g: extend(_as_array(problem._call("diffusion_dgrad_u", y, u=u, grad_u=g), y)),
                          named, d)
     return du, dg
 
@@ -120,11 +128,12 @@ def _advection(problem: Problem, d: int) -> Any:
         return np.append(spatial, 1.0)
 
     def advection(y: np.ndarray) -> np.ndarray:
-        value = np.asarray(problem._call("advection", y), dtype=np.float64)
+        xp = array_namespace(y)
+        value = xp.asarray(problem._call("advection", y), dtype=np.float64)
         if value.shape != (len(y), d):
             raise ProblemError(f"problem {problem.name!r}: advection returned shape {value.shape} for {len(y)} "
                                f"space-time points, expected the spatial ({len(y)}, {d})")
-        return np.column_stack([value, np.ones(len(y))])
+        return xp.column_stack([value, xp.ones(len(y))])
 
     return advection
 
@@ -137,13 +146,12 @@ def _lateral_dirichlet(problem: Problem, t0: float, t1: float) -> Any:
     tol = BOTTOM_TOL * (t1 - t0)
 
     def dirichlet(y: np.ndarray) -> np.ndarray:
-        n = len(y)
-        value = np.asarray(problem._call("dirichlet", y) if callable(g) else np.full(n, float(g)),
-                           dtype=np.float64)
+        n, xp = len(y), array_namespace(y)
+        value = xp.asarray(problem._call("dirichlet", y) if callable(g) else xp.full(n, float(g)), dtype=np.float64)
         if value.shape != (n,):
             raise ProblemError(f"problem {problem.name!r}: dirichlet returned shape {value.shape} for {n} "
                                f"points, expected ({n},)")
-        return np.where(np.abs(y[:, -1] - t0) <= tol, 0.0, value)
+        return xp.where(xp.abs(y[:, -1] - t0) <= tol, 0.0, value)
 
     return dirichlet
 

@@ -44,14 +44,16 @@ class DeviceAtomicPasses:
 
     def volume(self, e_lo, e_hi, s_lo, s_hi, points, coef) -> None:
         ctx = self.ctx
-        ctx.run("volume_atomic", s_hi - s_lo, "element_kernel", s_lo, self.simplex_element, points, coef,
-                ctx.args.basis, ctx.args.pattern, ctx.values)
+        ctx.run("volume_atomic", s_hi - s_lo, "element_kernel", s_lo, ctx.plan.matrix, self.simplex_element, points,
+                coef, ctx.args.basis, ctx.args.pattern, ctx.values)
 
     def interior_faces(self) -> None:
         """One thread per side of each interior face (the rows of that side's element)."""
         ctx, plan = self.ctx, self.ctx.plan
         mesh, pattern, timer = plan.mesh, plan.pattern, ctx.timer
+        t = time.perf_counter()
         cuts = interior_face_cuts(plan)
+        timer.add("indices", t)
         for ci, (f_lo, f_hi) in enumerate(zip(cuts[:-1], cuts[1:])):
             if f_hi == f_lo:
                 continue
@@ -59,17 +61,21 @@ class DeviceAtomicPasses:
             batch, points = ctx.face_points(faces)
             t = time.perf_counter()
             coef = ctx.coefficients.interior(ctx.x64)
-            timer.add("coefficients", t)
+            t = timer.add("coefficients", t)
             # the adjacency entry of each side's off-diagonal block: (e1, e2) for side 0, (e2, e1) for side 1
             iface = np.searchsorted(mesh.interface_offsets, faces, side="right") - 1
             side_entry = pattern.interface_entry[ctx.dev(iface)]
+            timer.add("indices", t)
             ctx.run("interior_atomic", 2 * len(faces), "interior_kernel", int(f_lo), side_entry, points, coef,
                     ctx.args.basis, ctx.args.faces, ctx.args.pattern, ctx.values)
             ctx.report("interior kernel", ci + 1, len(cuts) - 1)
 
     def boundary(self, mode, key, e_lo, e_hi, faces, points, coef) -> None:
+        """A thread per face from the first of ``faces`` to the last (those between without points, numbered
+        -1 in ``face_local``, return at once)."""
         ctx = self.ctx
-        ctx.run("boundary_atomic", len(faces), key, int(faces[0]), mode, points, coef, ctx.args.basis,
+        f0, f1 = int(faces[0]), int(faces[-1]) + 1
+        ctx.run("boundary_atomic", f1 - f0, key, f0, mode, ctx.plan.matrix, points, coef, ctx.args.basis,
                 ctx.args.faces, ctx.args.pattern, ctx.values)
 
 

@@ -78,19 +78,20 @@ class DeviceRowPasses:
 
     def volume(self, e_lo, e_hi, s_lo, s_hi, points, coef) -> None:
         ctx = self.ctx
-        ctx.run("volume_rows", e_hi - e_lo, "element_kernel", e_lo, self.element_offsets, s_lo, points, coef,
-                ctx.args.basis, ctx.args.pattern, ctx.values)
+        ctx.run("volume_rows", e_hi - e_lo, "element_kernel", e_lo, ctx.plan.matrix, self.element_offsets, s_lo,
+                points, coef, ctx.args.basis, ctx.args.pattern, ctx.values)
 
     def interior_faces(self) -> None:
         ctx, plan = self.ctx, self.ctx.plan
         mesh, timer, xp = plan.mesh, ctx.timer, ctx.xp
-        ie = mesh.interface_elements
         for ci, (e_lo, e_hi) in enumerate(plan.chunks):
-            # every face of an interface with a side in the chunk (as on the CPU)
-            ifs = np.flatnonzero(((ie[:, 0] >= e_lo) & (ie[:, 0] < e_hi)) | ((ie[:, 1] >= e_lo) & (ie[:, 1] < e_hi)))
+            # every face of an interface with a side in the chunk (as on the CPU), in O(chunk) work
+            t = time.perf_counter()
+            ifs = chunk_interfaces(plan, e_lo, e_hi)
             faces = expand_ranges(mesh.interface_offsets[ifs], mesh.interface_offsets[ifs + 1])
             faces_dev = ctx.dev(faces)
             ctx.face_local[faces_dev] = xp.arange(len(faces), dtype=np.int64)
+            timer.add("indices", t)
             batch, points = ctx.face_points(faces)
             t = time.perf_counter()
             coef = ctx.coefficients.interior(ctx.x64)
@@ -101,12 +102,10 @@ class DeviceRowPasses:
             ctx.report("interior kernel", ci + 1, len(plan.chunks))
 
     def boundary(self, mode, key, e_lo, e_hi, faces, points, coef) -> None:
+        """The chunk's elements with boundary faces: ``faces`` (those with points, numbered in ``face_local``)."""
         ctx = self.ctx
-        f0, f1 = int(faces[0]), int(faces[-1]) + 1  # the chunk's boundary faces, all of them, in order
-        ctx.face_local[f0:f1] = ctx.xp.arange(f1 - f0, dtype=np.int64)
-        ctx.run("boundary_rows", e_hi - e_lo, key, e_lo, mode, points, coef, ctx.args.basis, ctx.args.faces,
-                ctx.args.pattern, ctx.values)
-        ctx.face_local[f0:f1] = -1
+        ctx.run("boundary_rows", e_hi - e_lo, key, e_lo, mode, ctx.plan.matrix, points, coef, ctx.args.basis,
+                ctx.args.faces, ctx.args.pattern, ctx.values)
 
 
 ROWS = register(Reduction(
