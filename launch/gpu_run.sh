@@ -41,6 +41,10 @@ INSTALL_JSON=$(mktemp)
 trap 'rm -f "$INSTALL_JSON"' EXIT
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
+# the shared meshes the tests read: beside the checkout, else the copy among the wheels
+if [ ! -d "$REPO/../shared/meshes" ] && [ -d "$WHEELS/meshes" ]; then
+    export POLYDG_SHARED_MESHES="$WHEELS/meshes"
+fi
 
 record_install() {  # status method seconds note
     "$PY" - "$INSTALL_JSON" "$1" "$2" "$3" "$4" <<'EOF'

@@ -44,5 +44,8 @@ trap 'rm -rf "$build"' EXIT
 git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$build"
 "$PY" -m pip wheel -q --no-deps -w "$DEST" "$build" >/dev/null
 
+# the shared polygonal meshes some tests read (../shared/meshes stays behind: only the checkout travels)
+[ -d ../shared/meshes ] && cp -r ../shared/meshes "$DEST/meshes"
+
 ls -l "$DEST"
 echo "gpu_wheels: $(ls "$DEST" | wc -l) wheels, $(du -sh "$DEST" | cut -f1) in $DEST"

@@ -5,7 +5,9 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-SHARED_MESHES = Path(__file__).resolve().parents[2] / "shared" / "meshes"
+#: the polygonal meshes of another project, beside the checkout (``POLYDG_SHARED_MESHES`` names another folder:
+#: a GPU machine's copy, carried in launch/wheels/meshes by launch/gpu_wheels.sh)
+SHARED_MESHES = Path(os.environ.get("POLYDG_SHARED_MESHES") or Path(__file__).resolve().parents[2] / "shared" / "meshes")
 
 
 @pytest.fixture(scope="session")
