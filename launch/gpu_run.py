@@ -63,8 +63,8 @@ import numpy as np  # noqa: E402
 STAGES = ("device", "correctness", "tests", "kernels", "bench")
 #: seconds per stage on an H100 (the simulator's tiny sizes need far less); the whole run: TOTAL.  From the
 #: first H100 runs (docs/performance.md): device 3 s, correctness 89 s, tests 130 s (stopped with 1 of 549
-#: left), kernels 25 s; the bench needs about 330 s for every row: a second run gives it that
-#: (``-- --stages bench --budget bench=330 --total 340``)
+#: left), kernels 25 s; the bench needs about 400 s for every row: a second run gives it the rest
+#: (``-- --stages bench --bench-only table4 cube:48 cube:38 --budget bench=300 --total 310``)
 BUDGET = {"device": 10, "correctness": 100, "tests": 140, "kernels": 25, "bench": 165}
 TOTAL = 440
 #: the whole run, the install step (gpu_run.sh) included: 8 minutes on an H100 with room to spare
@@ -188,6 +188,7 @@ class Stage:
         self.backend = "cudasim" if args.simulator else "cupy"
         self.deadline = time.monotonic() + args.limit - 3
         self.jobs = args.jobs
+        self.bench_only = getattr(args, "bench_only", None)
         self.record: dict = {"status": "running", "summary": {}, "details": {}}
         self.save()
 
@@ -484,7 +485,7 @@ def mpi_ranks_main(out: str, backend: str, name: str) -> int:
     root = comm.Get_rank() == 0
     space, problem = _mpi_space(name)
     arrays = {}
-    for approach in ("2", "atomic"):
+    for approach in ("2", "atomic", "ordered"):
         ranks = np.arange(space.mesh.n_elements) % comm.Get_size()  # halo elements between each rank's own
         result = assemble_distributed(space if root else None, problem, comm, ranks=ranks if root else None,
                                       approach=approach, backend=backend)
@@ -501,7 +502,7 @@ def mpi_ranks_main(out: str, backend: str, name: str) -> int:
 
 def task_mpi(name: str, backend: str, quick: bool, work: str, limit: float) -> dict:
     """``mpiexec -n 2`` with both ranks on the one device: the gather equals the one-process device matrix bit
-    for bit (deterministic rows) and the CPU's to 1e-13 (both reductions)."""
+    for bit (the deterministic rows and ordered sums) and the CPU's to 1e-13 (every GPU reduction)."""
     from polydg.assembly import assemble
 
     t0 = time.perf_counter()
@@ -521,10 +522,11 @@ def task_mpi(name: str, backend: str, quick: bool, work: str, limit: float) -> d
     got = np.load(out)
     space, problem = _mpi_space(name)
     cpu = assemble(space, problem, backend="numpy")
-    one = assemble(space, problem, backend=backend, to_host=True)
-    check(checks, "gathered rows equal the one-process device matrix bitwise",
-          np.array_equal(got["2/data"], one.matrix.data) and np.array_equal(got["2/rhs"], one.rhs))
-    for approach in ("2", "atomic"):
+    for approach in ("2", "ordered"):
+        one = assemble(space, problem, backend=backend, approach=approach, to_host=True)
+        check(checks, f"{approach}: gathered rows equal the one-process device matrix bitwise",
+              np.array_equal(got[f"{approach}/data"], one.matrix.data) and np.array_equal(got[f"{approach}/rhs"], one.rhs))
+    for approach in ("2", "atomic", "ordered"):
         check(checks, f"{approach}: gathered pattern equals the CPU's", np.array_equal(got[f"{approach}/indices"],
                                                                                    cpu.matrix.indices))
         check(checks, f"{approach}: gathered matrix vs CPU", rel_diff(got[f"{approach}/data"], cpu.matrix.data), F64_TOL)
@@ -670,6 +672,9 @@ KERNEL_COMBOS = (("2d p1", 2, 1, "double", "P"), ("2d p2", 2, 2, "double", "P"),
                  ("2d+1 PQ p1", 3, 1, "double", "PQ"), ("2d+1 PQ p2", 3, 2, "double", "PQ"),
                  ("3d+1 p1", 4, 1, "double", "P"))
 KERNEL_NAMES = ("volume_rows", "interior_rows", "boundary_rows", "volume_atomic", "interior_atomic", "boundary_atomic")
+#: the ordered reduction's kernels (cuda_sums.gpu_sum_kernels)
+SUM_KERNEL_NAMES = ("volume_pieces", "volume_sums", "interior_pieces", "interior_sums", "boundary_pieces",
+                    "boundary_sums")
 
 
 def _kernel_space(dim: int, degree: int, basis: str):
@@ -697,18 +702,21 @@ def kernels_worker(label: str, dim: int, degree: int, precision: str, basis: str
 
     from polydg.assembly import assemble
     from polydg.assembly.cuda_kernels import gpu_kernels, pattern_indices
+    from polydg.assembly.cuda_sums import gpu_sum_kernels
 
     t0 = time.perf_counter()
     space, problem = _kernel_space(dim, degree, basis)
     jit = {}
-    for approach in ("2", "atomic"):
+    for approach in ("2", "atomic", "ordered"):
         r = assemble(space, problem, backend=backend, approach=approach, precision=precision, to_host=True)
         jit[approach] = r.info["timings"]["jit"]
     dtype = np.float32 if precision == "single" else np.float64
     namespace = gpu_kernels(space.mesh.dim, int(space.max_degree), dtype, basis)
+    sums = gpu_sum_kernels(space.mesh.dim, int(space.max_degree), dtype, basis)
     kernels = {}
-    for name in KERNEL_NAMES + ("pattern_indices",):
-        dispatcher = pattern_indices if name == "pattern_indices" else getattr(namespace, name)
+    for name in KERNEL_NAMES + SUM_KERNEL_NAMES + ("pattern_indices",):
+        dispatcher = pattern_indices if name == "pattern_indices" else getattr(
+            sums if name in SUM_KERNEL_NAMES else namespace, name)
         overloads = getattr(dispatcher, "overloads", None)
         if config.ENABLE_CUDASIM:  # the simulator runs Python: nothing compiled to measure
             kernels[name] = "not compiled (simulator)"
@@ -904,8 +912,9 @@ def bench_nonlinear(space, problem, backend: str, repeat: int) -> dict:
 
 
 def bench_one(space, problem, backend: str, repeat: int, peak, bandwidth) -> dict:
-    """GPU timings of both reductions: medians of ``repeat`` after one run that compiles; the result's move to
-    the host apart; bitwise repeatability of the rows; the volume kernel's rate and the values' bandwidth."""
+    """GPU timings of the GPU reductions (rows, atomic, ordered): medians of ``repeat`` after one run that
+    compiles; the result's move to the host apart; bitwise repeatability of the deterministic ones; the volume
+    kernel's rate and the values' bandwidth."""
     from bench_assembly import volume_flops
 
     from polydg import backend as bk
@@ -917,13 +926,13 @@ def bench_one(space, problem, backend: str, repeat: int, peak, bandwidth) -> dic
     nq = point_counts(mesh.dim, default_degree(space.degree[mesh.simplex_element], 0))
     flops = volume_flops(space, nq)
     out = {}
-    for approach in ("2", "atomic"):
+    for approach in ("2", "atomic", "ordered"):
         workspace = Workspace()
         t = time.perf_counter()
         first = assemble(space, problem, backend=backend, approach=approach, workspace=workspace)
         first_seconds, jit = time.perf_counter() - t, first.info["timings"]["jit"]
         nnz = int(first.info["nnz"])
-        previous = first.matrix.data.copy() if approach == "2" else None
+        previous = first.matrix.data.copy() if approach != "atomic" else None
         del first
         free_device_memory(backend)
         runs, result = [], None
@@ -996,7 +1005,8 @@ def stage_bench(stage: Stage) -> None:
                 table[label] = r.get("status") or r.get("error")
                 continue
             line = {"dofs": r["dofs"], "gpu_rows_total": g["total_assembly"], "gpu_atomic_total":
-                    r.get("gpu-atomic", {}).get("total_assembly"), "to_host": g["to_host"],
+                    r.get("gpu-atomic", {}).get("total_assembly"), "gpu_ordered_total":
+                    r.get("gpu-ordered", {}).get("total_assembly"), "to_host": g["to_host"],
                     "kernels": g["total_kernels"]}
             for key in ("paper", "target"):
                 if r.get(key) is not None:
@@ -1010,6 +1020,8 @@ def stage_bench(stage: Stage) -> None:
         stage.save()
 
     for label, table, build, paper, target, want_cpu in bench_cases(stage.simulator, stage.quick):
+        if stage.bench_only and not any(text in label for text in stage.bench_only):
+            continue
         if stage.left() < (5 if stage.simulator else 20):
             rows[label] = {"status": "not run: stage time limit"}
             continue
@@ -1046,7 +1058,8 @@ def stage_bench(stage: Stage) -> None:
         rows[label] = row
         g = row.get("gpu-2", {})
         say(f"bench {label}: " + (f"{row['dofs']:,} dofs, rows {g['total_assembly']:.4f} s, atomic "
-                                  f"{row['gpu-atomic']['total_assembly']:.4f} s, to host {g['to_host']:.4f} s"
+                                  f"{row['gpu-atomic']['total_assembly']:.4f} s, ordered "
+                                  f"{row['gpu-ordered']['total_assembly']:.4f} s, to host {g['to_host']:.4f} s"
                                   if g else str(row.get("error"))))
         summarise()
         free_device_memory(backend)
@@ -1139,6 +1152,7 @@ def drive(args) -> int:
             cmd = [sys.executable, str(Path(__file__).resolve()), "--stage", name, "--out", str(out), "--work",
                    str(work), "--limit", f"{limit:.1f}", "--jobs", str(jobs)]
             cmd += ["--simulator"] * args.simulator + ["--quick"] * args.quick
+            cmd += ["--bench-only", *args.bench_only] if args.bench_only and name == "bench" else []
             # a stage of one process gives the host's stages (pattern, penalty, points) every core; a stage of
             # several, one thread per process
             threads = os.environ.get("OMP_NUM_THREADS") or str((os.cpu_count() or 1) if jobs == 1 else 1)
@@ -1204,6 +1218,8 @@ def main(argv=None) -> int:
     ap.add_argument("--total", type=float, help=f"the whole run's limit in seconds (default {TOTAL} on a GPU, "
                     f"{sum(SIMULATOR_BUDGET.values())} on the simulator)")
     ap.add_argument("--jobs", type=int, help="processes per stage (default: by stage and machine)")
+    ap.add_argument("--bench-only", nargs="+", metavar="TEXT", help="the bench's rows whose label holds one of "
+                    "these (e.g. 'table4' 'cube:48' 'cube:38': what a first run left)")
     ap.add_argument("--install-json", help="the install step's record (written by gpu_run.sh)")
     # internal: one stage, in its own process; the MPI ranks of the correctness stage
     ap.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)

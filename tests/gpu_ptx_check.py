@@ -117,23 +117,23 @@ def main(libdevice: str, cases: list[str]) -> int:
     calls = {}
     ptxas = shutil.which("ptxas", path=str(Path(libdevice).resolve().parents[2] / "bin"))
 
-    def record(ctx, name, n, key, *args):
-        kernel = getattr(ctx.kernels, name)
+    def record(ctx, kernel, name, n, key, *args):
         calls.setdefault((name, ctx.plan.mesh.dim, ctx.plan.dtype.__name__), (kernel, (0,) + args))
 
     def record_pattern(row_element, *args):  # the pattern's index kernel (launched before the executor's)
         calls.setdefault(("pattern_indices", 0, "int64"), (cuda_kernels.pattern_indices, (0, row_element) + args))
 
-    cuda_passes.DeviceContext.run = record
+    cuda_passes.DeviceContext.run_kernel = record  # every reduction's launches (run() calls it too)
     cuda_kernels.fill_pattern_indices = record_pattern
     cuda_kernels.warm_pattern_indices = lambda xp: None
     bk.resolve_backend = lambda name, say=None: bk.SIMULATOR  # the executor on NumPy arrays, nothing launched
     record_nonlinear([c for c in cases if c in NONLINEAR_CASES], calls)
     for case in (c for c in cases if c not in NONLINEAR_CASES):
         space, problem = case_setup(case)
-        # float64 both reductions, float32 the deterministic one (the atomic float32 kernels differ from
-        # the float64 ones only in the type of their atomic adds): CI's time
-        for approach, precision in (("2", "double"), ("atomic", "double"), ("2", "single")):
+        # float64 every GPU reduction, float32 the deterministic one (the atomic float32 kernels differ from
+        # the float64 ones only in the type of their atomic adds; the ordered sums' share the rows'
+        # device functions): CI's time
+        for approach, precision in (("2", "double"), ("atomic", "double"), ("ordered", "double"), ("2", "single")):
             assemble(space, problem, approach=approach, precision=precision, backend=bk.SIMULATOR)
     for (name, dim, dtype), (kernel, args) in sorted(calls.items(), key=lambda item: str(item[0])):
         start = time.perf_counter()

@@ -41,6 +41,7 @@ VARIANTS = {
     "atomic": {"approach": "atomic"},
     "rows-single": {"approach": "2", "precision": "single"},
     "atomic-single": {"approach": "atomic", "precision": "single"},
+    "ordered": {"approach": "ordered"},
 }
 
 #: extra variants: several chunks, the rows of a range of elements, and of a set with a gap
@@ -52,10 +53,13 @@ EXTRA = {
         # a gap in the element set (an MPI rank's owned elements in its sub-mesh): element 1's rows are skipped
         "rows-gap": {"approach": "2", "scope": AssemblyScope(elements=np.array([0, 2]))},
         "atomic-gap": {"approach": "atomic", "scope": AssemblyScope(elements=np.array([0, 2]))},
+        "ordered-chunked": {"approach": "ordered", "memory_budget_mb": 0.002},
+        "ordered-gap": {"approach": "ordered", "scope": AssemblyScope(elements=np.array([0, 2]))},
     },
     "3d-all-kinds": {
         "rows-gap": {"approach": "2", "scope": AssemblyScope(elements=np.array([0, 2]))},
         "atomic-gap": {"approach": "atomic", "scope": AssemblyScope(elements=np.array([0, 2]))},
+        "ordered-single": {"approach": "ordered", "precision": "single"},
     },
 }
 
@@ -192,7 +196,7 @@ def main(out: str) -> int:
         arrays[f"pattern/{name}/on_device"] = np.array(all(type(getattr(pattern, f)) is DeviceStandIn
                                                            for f in PATTERN_FIELDS))
     space, problem = slab_pq_setup()
-    for approach in ("2", "atomic"):
+    for approach in ("2", "atomic", "ordered"):
         result = assemble(space, problem, backend="cudasim", approach=approach)
         arrays[f"slab-pq/{approach}/data"], arrays[f"slab-pq/{approach}/rhs"] = result.matrix.data, result.rhs
     arrays.update(_loads_alone())
@@ -227,7 +231,7 @@ def _loads_alone() -> dict[str, np.ndarray]:
     arrays = {}
     for name in LOAD_CASES:
         space, problem, scope = load_setup(name)
-        for approach in ("2", "atomic"):
+        for approach in ("2", "atomic", "ordered"):
             result = assemble(space, problem, backend="cudasim", approach=approach, scope=scope, matrix=False)
             arrays[f"load/{name}/{approach}/rhs"] = result.rhs
             arrays[f"load/{name}/{approach}/matrix"] = np.array(result.matrix is None)

@@ -79,7 +79,7 @@ def test_gpu_kernels_compile_to_ptx_for_an_h100():
                          cwd=REPO)
     if "GPU-PTX-SKIP" in run.stdout:
         pytest.skip(run.stdout.strip().splitlines()[-1])
-    assert run.returncode == 0 and "GPU-PTX-OK 24 kernels" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 0 and "GPU-PTX-OK 30 kernels" in run.stdout, run.stdout + run.stderr
     # each nonlinear kernel compiled once per dimension: one argument signature for all the problem's paths
     assert sum(line.startswith("nl_") for line in run.stdout.splitlines()) == 14, run.stdout
 
@@ -121,9 +121,10 @@ def test_gpu_kernels_match_the_cpu(simulated, name, variant):
 def test_deterministic_gpu_kernels_are_bitwise_repeatable(simulated, name):
     for part in ("data", "rhs"):
         assert np.array_equal(simulated[f"{name}/rows/{part}"], simulated[f"{name}/rows-again/{part}"])
-    if f"{name}/rows-chunked/data" in simulated:  # each element's sums do not depend on the chunks
-        assert np.array_equal(simulated[f"{name}/rows/data"], simulated[f"{name}/rows-chunked/data"])
-        assert np.array_equal(simulated[f"{name}/rows/rhs"], simulated[f"{name}/rows-chunked/rhs"])
+    for kind in ("rows", "ordered"):  # each element's sums do not depend on the chunks
+        if f"{name}/{kind}-chunked/data" in simulated:
+            assert np.array_equal(simulated[f"{name}/{kind}/data"], simulated[f"{name}/{kind}-chunked/data"])
+            assert np.array_equal(simulated[f"{name}/{kind}/rhs"], simulated[f"{name}/{kind}-chunked/rhs"])
 
 
 @pytest.mark.parametrize("approach", ["2", "atomic"])
@@ -244,7 +245,7 @@ def test_the_cases_cover_every_face_kind_mixed_degrees_and_chunks():
 # space-time on the device: PQ_p slabs, the march with its state on the device
 
 
-@pytest.mark.parametrize("approach", ["2", "atomic"])
+@pytest.mark.parametrize("approach", ["2", "atomic", "ordered"])
 def test_a_pq_slab_on_the_device_matches_the_cpu(simulated, approach):
     space, problem = slab_pq_setup()
     assert space.basis == "PQ" and space.min_degree < space.max_degree
@@ -253,7 +254,7 @@ def test_a_pq_slab_on_the_device_matches_the_cpu(simulated, approach):
     assert _rel(simulated[f"slab-pq/{approach}/rhs"], cpu.rhs) <= 1e-13
 
 
-@pytest.mark.parametrize("approach", ["2", "atomic"])
+@pytest.mark.parametrize("approach", ["2", "atomic", "ordered"])
 @pytest.mark.parametrize("name", LOAD_CASES)
 def test_the_load_alone_on_the_device_is_the_cpus(simulated, name, approach):
     """``matrix=False`` on the device: no matrix, and the load of the CPU's load alone (which equals the full

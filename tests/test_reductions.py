@@ -27,12 +27,14 @@ def _space():
 
 
 def test_every_approach_is_a_registered_reduction():
-    assert APPROACHES == tuple(REDUCTIONS) == ("2", "atomic", "1")
-    rows, atomic, coo = (reduction(name) for name in APPROACHES)
+    assert APPROACHES == tuple(REDUCTIONS) == ("2", "atomic", "1", "ordered")
+    rows, atomic, coo, ordered = (reduction(name) for name in APPROACHES)
     assert rows.deterministic and rows.fills_pattern and rows.devices == ("cpu", "gpu")
     assert not atomic.deterministic and atomic.fills_pattern and atomic.devices == ("cpu", "gpu")
     assert coo.deterministic and not coo.fills_pattern and coo.devices == ("cpu",) and coo.gpu is None
-    assert gpu_reductions() == ("2", "atomic") and reduction(LOAD_ALONE) is rows
+    assert ordered.deterministic and ordered.fills_pattern and ordered.devices == ("cpu", "gpu")
+    assert ordered.cpu is rows.cpu  # on the CPU, the row kernels
+    assert gpu_reductions() == ("2", "atomic", "ordered") and reduction(LOAD_ALONE) is rows
     assert reduction(2) is rows  # the command line's and the user's spelling alike
 
 
@@ -48,13 +50,13 @@ def test_each_approach_has_its_cpu_and_gpu_executors():
             assert entry.devices == ("cpu",)
             assert AssemblyOptions(approach=name).backend == "numpy"  # no GPU executor: placed on the CPU
             with pytest.raises(OptionError, match=f"approach '{name}' runs on the CPU only; on a GPU use "
-                                                  "approach 2 or atomic"):
+                                                  "approach 2, atomic or ordered"):
                 AssemblyOptions(approach=name, backend="cupy")
         else:
             assert entry.devices == ("cpu", "gpu") and entry.gpu is not entry.cpu
             assert isinstance(entry.gpu, type) and all(callable(getattr(entry.gpu, m, None))
                                                        for m in ("volume", "interior_faces", "boundary"))
-    assert [reduction(n).gpu is not None for n in APPROACHES] == [True, True, False]
+    assert [reduction(n).gpu is not None for n in APPROACHES] == [True, True, False, True]
 
 
 def test_the_command_line_offers_the_registered_approaches():
@@ -65,10 +67,10 @@ def test_the_command_line_offers_the_registered_approaches():
 
 
 def test_an_unknown_approach_is_refused_with_the_registered_names():
-    with pytest.raises(OptionError, match=r"^unknown approach '3'; choose one of 2, atomic, 1$"):
+    with pytest.raises(OptionError, match=r"^unknown approach '3'; choose one of 2, atomic, 1, ordered$"):
         AssemblyOptions(approach="3")  # the options' own check, as before the registry
 
-    with pytest.raises(OptionError, match=r"unknown approach 'rows'; choose one of 2, atomic, 1"):
+    with pytest.raises(OptionError, match=r"unknown approach 'rows'; choose one of 2, atomic, 1, ordered"):
         reduction("rows")
     with pytest.raises(OptionError, match="unknown approach"):
         assemble(_space(), builtin_problem("poisson", 2), approach="rows")

@@ -231,6 +231,66 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
     NB = len(TABLE)
     DT = from_dtype(np.dtype(dtype))
 
+    # -- one entity's blocks: the atomic kernels' and the ordered sums' pieces (``cuda_sums.py``) ----------
+
+    @cuda.jit(device=True)
+    def simplex_blocks(want_block, r0, r1, e, points, coef, basis, block, vec):
+        """Sub-simplex points r0:r1 of element e into ``block`` and ``vec`` (zeroed first)."""
+        table = cuda.const.array_like(TABLE)
+        rec = cuda.const.array_like(REC)
+        box, scale = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
+        leg, dleg = cuda.local.array((D, P1), DT), cuda.local.array((D, P1), DT)
+        phi, gradT = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT)
+        ag, bg = cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
+        nb, p = basis.nbasis[e], basis.degree[e]
+        _zero_block(block, nb, nb)
+        _zero_vec(vec, nb)
+        _box_tables(basis.lo[e], basis.hi[e], p, box, scale)
+        simplex_terms(want_block, r0, r1, points, coef, (box, scale, p, nb), rec, table,
+                      (leg, dleg, phi, gradT, ag, bg), block, vec)
+
+    @cuda.jit(device=True)
+    def interior_side_blocks(f, side, r0, r1, points, coef, basis, faces, bKK, bKN):
+        """Interior face f's points r0:r1 seen from its ``side``: the rows of that side's element against
+        itself (``bKK``) and against the other side's (``bKN``), both zeroed first."""
+        table = cuda.const.array_like(TABLE)
+        rec = cuda.const.array_like(REC)
+        boxK, scaleK = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
+        boxN, scaleN = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
+        leg, dleg = cuda.local.array((D, P1), DT), cuda.local.array((D, P1), DT)
+        phiK, gradK, fluxK = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
+        phiN, gradN, fluxN = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
+        n, An = cuda.local.array(D, DT), cuda.local.array(D, DT)
+        lo, hi, degree, nbasis = basis.lo, basis.hi, basis.degree, basis.nbasis
+        e, c = faces.face_elements[f, side], faces.face_elements[f, 1 - side]
+        nbK, pK, nbN, pN = nbasis[e], degree[e], nbasis[c], degree[c]
+        _zero_block(bKK, nbK, nbK)
+        _zero_block(bKN, nbK, nbN)
+        _box_tables(lo[e], hi[e], pK, boxK, scaleK)
+        _box_tables(lo[c], hi[c], pN, boxN, scaleN)
+        sign = 1.0 if side == 0 else -1.0  # stored normals point from the lower element to the higher
+        for m in range(D):
+            n[m] = sign * faces.normal[f, m]
+        interior_terms(r0, r1, points, coef, n, faces.sigma[f], (boxK, scaleK, pK, nbK), (boxN, scaleN, pN, nbN),
+                       rec, table, (An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN), bKK, bKN)
+
+    @cuda.jit(device=True)
+    def boundary_face_blocks(mode, f, r0, r1, points, coef, basis, faces, block, vec):
+        """Boundary face f's points r0:r1 (terms of ``mode``) into ``block`` and ``vec`` (zeroed first)."""
+        table = cuda.const.array_like(TABLE)
+        rec = cuda.const.array_like(REC)
+        box, scale = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
+        leg, dleg = cuda.local.array((D, P1), DT), cuda.local.array((D, P1), DT)
+        phi, gradT, flux = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
+        An = cuda.local.array(D, DT)
+        e = faces.face_elements[f, 0]
+        nb, p = basis.nbasis[e], basis.degree[e]
+        _zero_block(block, nb, nb)
+        _zero_vec(vec, nb)
+        _box_tables(basis.lo[e], basis.hi[e], p, box, scale)
+        boundary_terms(mode, r0, r1, points, coef, faces.normal[f], faces.sigma[f], (box, scale, p, nb), rec, table,
+                       (An, leg, dleg, phi, gradT, flux), block, vec)
+
     # -- volume ---------------------------------------------------------------
 
     @cuda.jit
@@ -266,23 +326,12 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         t = cuda.grid(1)
         if t >= n_s:
             return
-        table = cuda.const.array_like(TABLE)
-        rec = cuda.const.array_like(REC)
-        box, scale = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
-        leg, dleg = cuda.local.array((D, P1), DT), cuda.local.array((D, P1), DT)
-        phi, gradT = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT)
-        ag, bg = cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
-        block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
-        pts = points.offsets
         e = simplex_element[s_lo + t]
         if pattern.row_base[e] < 0:
             return  # not a row of this assembly
-        nb, p = basis.nbasis[e], basis.degree[e]
-        _zero_block(block, nb, nb)
-        _zero_vec(vec, nb)
-        _box_tables(basis.lo[e], basis.hi[e], p, box, scale)
-        simplex_terms(want_block, pts[t], pts[t + 1], points, coef, (box, scale, p, nb), rec, table,
-                      (leg, dleg, phi, gradT, ag, bg), block, vec)
+        block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
+        simplex_blocks(want_block, points.offsets[t], points.offsets[t + 1], e, points, coef, basis, block, vec)
+        nb = basis.nbasis[e]
         if want_block:
             _atomic_block(values.data, pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]],
                           pattern.row_width[e], block, nb, nb)
@@ -337,34 +386,16 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         t = cuda.grid(1)
         if t >= n_sides:
             return
-        table = cuda.const.array_like(TABLE)
-        rec = cuda.const.array_like(REC)
-        boxK, scaleK = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
-        boxN, scaleN = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
-        leg, dleg = cuda.local.array((D, P1), DT), cuda.local.array((D, P1), DT)
-        phiK, gradK, fluxK = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
-        phiN, gradN, fluxN = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
-        n, An = cuda.local.array(D, DT), cuda.local.array(D, DT)
-        bKK, bKN = cuda.local.array((NB, NB), DT), cuda.local.array((NB, NB), DT)
-        pts = points.offsets
-        lo, hi, degree, nbasis = basis.lo, basis.hi, basis.degree, basis.nbasis
         row_base, row_width, block_start = pattern.row_base, pattern.row_width, pattern.block_start
         fl, side = t // 2, t % 2  # thread 2 fl + side: the rows of face fl's element on that side
         f = f_lo + fl
         e, c = faces.face_elements[f, side], faces.face_elements[f, 1 - side]
         if row_base[e] < 0:
             return  # the rows of this side are not assembled here
-        nbK, pK, nbN, pN = nbasis[e], degree[e], nbasis[c], degree[c]
-        _zero_block(bKK, nbK, nbK)
-        _zero_block(bKN, nbK, nbN)
-        _box_tables(lo[e], hi[e], pK, boxK, scaleK)
-        _box_tables(lo[c], hi[c], pN, boxN, scaleN)
-        sign = 1.0 if side == 0 else -1.0
-        for m in range(D):
-            n[m] = sign * faces.normal[f, m]
-        interior_terms(pts[fl], pts[fl + 1], points, coef, n, faces.sigma[f], (boxK, scaleK, pK, nbK),
-                       (boxN, scaleN, pN, nbN), rec, table, (An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN),
-                       bKK, bKN)
+        bKK, bKN = cuda.local.array((NB, NB), DT), cuda.local.array((NB, NB), DT)
+        interior_side_blocks(f, side, points.offsets[fl], points.offsets[fl + 1], points, coef, basis, faces, bKK,
+                             bKN)
+        nbK, nbN = basis.nbasis[e], basis.nbasis[c]
         _atomic_block(values.data, row_base[e] + block_start[pattern.diag_entry[e]], row_width[e], bKK, nbK, nbK)
         _atomic_block(values.data, row_base[e] + block_start[side_entry[fl, side]], row_width[e], bKN, nbK, nbN)
 
@@ -407,25 +438,15 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         t = cuda.grid(1)
         if t >= n_f:
             return
-        table = cuda.const.array_like(TABLE)
-        rec = cuda.const.array_like(REC)
-        box, scale = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
-        leg, dleg = cuda.local.array((D, P1), DT), cuda.local.array((D, P1), DT)
-        phi, gradT, flux = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
-        An = cuda.local.array(D, DT)
-        block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
-        pts = points.offsets
         f = f_lo + t
         fl = faces.face_local[f]
         e = faces.face_elements[f, 0]
         if fl < 0 or pattern.row_base[e] < 0:
             return  # a face left out (its terms vanish, or the load alone's), or not a row of this assembly
-        nb, p = basis.nbasis[e], basis.degree[e]
-        _zero_block(block, nb, nb)
-        _zero_vec(vec, nb)
-        _box_tables(basis.lo[e], basis.hi[e], p, box, scale)
-        boundary_terms(mode, pts[fl], pts[fl + 1], points, coef, faces.normal[f], faces.sigma[f],
-                       (box, scale, p, nb), rec, table, (An, leg, dleg, phi, gradT, flux), block, vec)
+        block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
+        boundary_face_blocks(mode, f, points.offsets[fl], points.offsets[fl + 1], points, coef, basis, faces, block,
+                             vec)
+        nb = basis.nbasis[e]
         if want_block:
             _atomic_block(values.data, pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]],
                           pattern.row_width[e], block, nb, nb)
@@ -433,7 +454,8 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
 
     return SimpleNamespace(volume_rows=volume_rows, volume_atomic=volume_atomic, interior_rows=interior_rows,
                            interior_atomic=interior_atomic, boundary_rows=boundary_rows,
-                           boundary_atomic=boundary_atomic)
+                           boundary_atomic=boundary_atomic, simplex_blocks=simplex_blocks,
+                           interior_side_blocks=interior_side_blocks, boundary_face_blocks=boundary_face_blocks)
 
 
 # ---------------------------------------------------------------------------

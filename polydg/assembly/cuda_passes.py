@@ -88,10 +88,13 @@ class DeviceContext:
         return bk.to_device(a.astype(np.int64) if a.dtype.kind in "iu" and a.dtype != np.int8 else a, self.backend)
 
     def run(self, name: str, n: int, key: str, *args) -> None:
-        """Launch kernel ``name`` on ``n`` threads, timed as ``key``; its first launch compiles (timed as ``jit``)."""
+        """Launch kernel ``name`` (of ``cuda_kernels.gpu_kernels``) on ``n`` threads, timed as ``key``."""
+        self.run_kernel(getattr(self.kernels, name), name, n, key, *args)
+
+    def run_kernel(self, kernel, name: str, n: int, key: str, *args) -> None:
+        """Launch ``kernel`` on ``n`` threads, timed as ``key``; its first launch compiles (timed as ``jit``)."""
         from .cuda_kernels import launch
 
-        kernel = getattr(self.kernels, name)
         if name not in self._warm:  # one launch whose threads all return: numba-cuda compiles it here
             t = time.perf_counter()
             kernel[1, 1](0, *args)
@@ -127,6 +130,21 @@ class DeviceContext:
         n_points = int(pts[-1])
         owner = xp.searchsorted(pts, xp.arange(n_points, dtype=np.int64), side="right") - 1
         return self.face_normal64[faces_dev[owner]]
+
+    def interface_faces(self, e_lo: int, e_hi: int) -> tuple[np.ndarray, object]:
+        """Every face of the interfaces with a side in elements ``e_lo:e_hi`` (as on the CPU, in O(chunk)
+        work), on the host and on the device, numbered in ``face_local`` (timed as ``indices``); the caller
+        resets them to -1 after its kernels."""
+        from .passes import chunk_interfaces, expand_ranges
+
+        t = time.perf_counter()
+        mesh = self.plan.mesh
+        ifs = chunk_interfaces(self.plan, e_lo, e_hi)
+        faces = expand_ranges(mesh.interface_offsets[ifs], mesh.interface_offsets[ifs + 1])
+        faces_dev = self.dev(faces)
+        self.face_local[faces_dev] = self.xp.arange(len(faces), dtype=np.int64)
+        self.timer.add("indices", t)
+        return faces, faces_dev
 
     def face_points(self, faces: np.ndarray) -> tuple[PointBatch, Points]:
         t = time.perf_counter()

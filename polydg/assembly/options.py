@@ -133,8 +133,9 @@ class AssemblyOptions:
         if self.backend not in bk.BACKENDS + (bk.SIMULATOR,):
             raise OptionError(f"unknown backend {self.backend!r}; choose one of {', '.join(bk.BACKENDS)}")
         if entry.gpu is None and bk.is_device(self.backend):
+            *others, last = gpu_reductions()
             raise OptionError(f"approach {self.approach!r} runs on the CPU only; on a GPU use approach "
-                              f"{' or '.join(gpu_reductions())}")
+                              f"{', '.join(others)} or {last}")
 
     @property
     def reduction(self):

@@ -75,8 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "double)")
     # the registered reductions (polydg.assembly.reductions), written out so that parsing imports no compiled
     # layer; tests/test_reductions.py checks that they agree
-    a.add_argument("--approach", default="2", choices=("2", "atomic", "1"),
-                   help="2: reproducible row kernels (default); atomic: scatter-add; 1: COO baseline")
+    a.add_argument("--approach", default="2", choices=("2", "atomic", "1", "ordered"),
+                   help="2: reproducible row kernels (default); atomic: scatter-add; 1: COO baseline; ordered: on a "
+                        "GPU, entity blocks summed per element in a fixed order (reproducible; for agglomerated "
+                        "meshes)")
     a.add_argument("--backend", default="numpy", choices=("numpy", "cupy", "auto"),
                    help="numpy (default), cupy (GPU: the matrix stays on the device and --solve solves there), "
                         "or auto (cupy when a GPU is usable)")

@@ -9,6 +9,9 @@
                face block scatter-added into the pattern (``atomic.py``)
 ``"1"``        Approach 1, the baseline: COO triplets with duplicates, then    yes            cpu
                SciPy's conversion to CSR (``coo.py``)
+``"ordered"``  on a GPU a thread per entity writes its blocks, then a thread   yes            cpu, gpu
+               per entry sums them per element in a fixed order (on the CPU
+               the row kernels; ``ordered.py``)
 =============  ==============================================================  =============  ========
 
 An entry (:class:`Reduction`, ``registry.py``) names its CPU executor and
@@ -28,6 +31,6 @@ from __future__ import annotations
 
 from .registry import LOAD_ALONE, REDUCTIONS, Reduction, gpu_reductions, reduction, register
 
-from . import rows, atomic, coo  # noqa: E402,F401,I001  (each registers its entry; "2" first: the default)
+from . import rows, atomic, coo, ordered  # noqa: E402,F401,I001  (each registers its entry; "2" first: the default)
 
 __all__ = ["LOAD_ALONE", "REDUCTIONS", "Reduction", "gpu_reductions", "reduction", "register"]

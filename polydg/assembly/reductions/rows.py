@@ -83,15 +83,9 @@ class DeviceRowPasses:
 
     def interior_faces(self) -> None:
         ctx, plan = self.ctx, self.ctx.plan
-        mesh, timer, xp = plan.mesh, ctx.timer, ctx.xp
+        timer = ctx.timer
         for ci, (e_lo, e_hi) in enumerate(plan.chunks):
-            # every face of an interface with a side in the chunk (as on the CPU), in O(chunk) work
-            t = time.perf_counter()
-            ifs = chunk_interfaces(plan, e_lo, e_hi)
-            faces = expand_ranges(mesh.interface_offsets[ifs], mesh.interface_offsets[ifs + 1])
-            faces_dev = ctx.dev(faces)
-            ctx.face_local[faces_dev] = xp.arange(len(faces), dtype=np.int64)
-            timer.add("indices", t)
+            faces, faces_dev = ctx.interface_faces(e_lo, e_hi)
             batch, points = ctx.face_points(faces)
             t = time.perf_counter()
             coef = ctx.coefficients.interior(ctx.x64)

@@ -1,0 +1,218 @@
+"""GPU kernels of the ``"ordered"`` reduction: a thread per entity forms its block, a thread per matrix entry sums.
+
+The row kernels (``cuda_kernels.py``) give each element one thread, which
+walks all of its sub-simplices and faces: on a mesh of few, large
+agglomerated elements most of a GPU then idles.  The atomic kernels give each
+sub-simplex or face side a thread but add into the matrix in no fixed order.
+These kernels keep the entity threads and a fixed order:
+
+1. a *piece* kernel per pass, one thread per sub-simplex, interior face side
+   or boundary face, forms that entity's local blocks (the device functions
+   the atomic kernels call too: ``simplex_blocks``, ``interior_side_blocks``,
+   ``boundary_face_blocks`` of ``cuda_kernels``) and stores them in a scratch buffer, ``STRIDE`` values
+   per entity (an ``NB`` x ``NB`` block, then ``NB`` load values; an interior
+   side: its diagonal block, then its off-diagonal block);
+2. a *sum* kernel, one thread per (element, local matrix or load entry),
+   adds that entry over the element's entities in their fixed order
+   (sub-simplices in order; interfaces in column order and each one's faces
+   in order; boundary faces in order) and adds the sum once at its CSR
+   position.
+
+No two threads write one entry of a pass and the order of every sum is
+fixed, so the matrix is bitwise the same from run to run (its last bits may
+differ from the row kernels', which sum point by point).  The price is the
+scratch buffer, about one block per entity of the chunk.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from types import SimpleNamespace
+
+import numpy as np
+from numba import cuda, from_dtype
+
+from ..backend import numpy_aliases_for_numba_cuda
+from ..basis import basis_indices
+from .cuda_kernels import gpu_kernels
+
+numpy_aliases_for_numba_cuda()  # before numba-cuda's CUDA target first loads (at the first compilation)
+
+
+def scratch_stride(dim: int, pmax: int, basis: str = "P") -> tuple[int, int]:
+    """(NB, values per entity) of the scratch buffers: NB^2 + NB (volume, boundary) = 2 NB^2 (interior) at most."""
+    nb = len(basis_indices(int(pmax), int(dim), basis))
+    return nb, max(nb * nb + nb, 2 * nb * nb)
+
+
+@cuda.jit(device=True)
+def _store_block(scratch, base, block, nr, nc, width):
+    for i in range(nr):
+        for j in range(nc):
+            scratch[base + i * width + j] = block[i, j]
+
+
+@cuda.jit(device=True)
+def _store_pieces(want_block, scratch, base, block, vec, nb, width):
+    """An entity's block (``want_block``) and load at ``scratch[base:]``: width x width, then width."""
+    if want_block:
+        _store_block(scratch, base, block, nb, nb, width)
+    for i in range(nb):
+        scratch[base + width * width + i] = vec[i]
+
+
+@cuda.jit(device=True)
+def _sums_entry(t, e_lo, want_block, nbasis, row_base, width):
+    """Thread t of a block-and-load sum: its element, entry (< width^2: block (i, j); else load row) and
+    whether it has one to write (-1 for the element when not)."""
+    per = width * width + width
+    e, entry = e_lo + t // per, t % per
+    if row_base[e] < 0:
+        return -1, entry
+    nb = nbasis[e]
+    if entry < width * width:
+        if not want_block or entry // width >= nb or entry % width >= nb:
+            return -1, entry
+    elif entry - width * width >= nb:
+        return -1, entry
+    return e, entry
+
+
+@cuda.jit(device=True)
+def _add_entry(e, entry, acc, pattern, values, width):
+    """Add ``acc`` at block-and-load ``entry`` of element e: diagonal block (i, j) or load row."""
+    if entry < width * width:
+        values.data[pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]]
+                    + (entry // width) * pattern.row_width[e] + entry % width] += acc
+    else:
+        values.rhs[pattern.row_start[e] + entry - width * width] += acc
+
+
+@lru_cache(maxsize=None)
+def gpu_sum_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace:
+    """The piece and sum kernels of a ``dim``-dimensional space of degrees <= ``pmax`` in ``dtype``, ``basis``
+    "P" or "PQ" (as ``cuda_kernels.gpu_kernels``, whose entity device functions form the pieces).  Each
+    kernel's first argument is its thread count."""
+    entity = gpu_kernels(dim, pmax, dtype, basis)
+    simplex_blocks, interior_side_blocks = entity.simplex_blocks, entity.interior_side_blocks
+    boundary_face_blocks = entity.boundary_face_blocks
+    NB, STRIDE = scratch_stride(dim, pmax, basis)
+    NN = NB * NB
+    DT = from_dtype(np.dtype(dtype))
+
+    # -- volume: a thread per sub-simplex, then per (element, entry) ------------------
+
+    @cuda.jit
+    def volume_pieces(n_s, s_lo, want_block, simplex_element, points, coef, basis, pattern, scratch):
+        t = cuda.grid(1)
+        if t >= n_s:
+            return
+        e = simplex_element[s_lo + t]
+        if pattern.row_base[e] < 0:
+            return  # not a row of this assembly: its sum is not made either
+        block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
+        simplex_blocks(want_block, points.offsets[t], points.offsets[t + 1], e, points, coef, basis, block, vec)
+        _store_pieces(want_block, scratch, t * STRIDE, block, vec, basis.nbasis[e], NB)
+
+    @cuda.jit
+    def volume_sums(n, e_lo, want_block, element_offsets, s_lo, scratch, basis, pattern, values):
+        t = cuda.grid(1)
+        if t >= n:
+            return
+        e, entry = _sums_entry(t, e_lo, want_block, basis.nbasis, pattern.row_base, NB)
+        if e < 0:
+            return
+        acc = cuda.local.array(1, DT)
+        acc[0] = 0
+        for s in range(element_offsets[e] - s_lo, element_offsets[e + 1] - s_lo):  # sub-simplices in order
+            acc[0] += scratch[s * STRIDE + entry]
+        _add_entry(e, entry, acc[0], pattern, values, NB)
+
+    # -- interior faces: a thread per face side of the batch, then per (element, entry) --------
+
+    @cuda.jit
+    def interior_pieces(n_sides, e_lo, e_hi, batch_faces, points, coef, basis, faces, pattern, scratch):
+        t = cuda.grid(1)
+        if t >= n_sides:
+            return
+        fl, side = t // 2, t % 2  # thread 2 fl + side: face fl of the batch, the rows of its side's element
+        f = batch_faces[fl]
+        e, c = faces.face_elements[f, side], faces.face_elements[f, 1 - side]
+        if e < e_lo or e >= e_hi or pattern.row_base[e] < 0:
+            return  # that side's rows are another chunk's, or not assembled here
+        bKK, bKN = cuda.local.array((NB, NB), DT), cuda.local.array((NB, NB), DT)
+        interior_side_blocks(f, side, points.offsets[fl], points.offsets[fl + 1], points, coef, basis, faces, bKK,
+                             bKN)
+        _store_block(scratch, t * STRIDE, bKK, basis.nbasis[e], basis.nbasis[e], NB)
+        _store_block(scratch, t * STRIDE + NN, bKN, basis.nbasis[e], basis.nbasis[c], NB)
+
+    @cuda.jit
+    def interior_sums(n, e_lo, scratch, basis, faces, pattern, values):
+        """Entry (i, j) of element e's blocks: each off-diagonal block's over its interface's faces, and the
+        diagonal block's over every such face, interfaces in column order."""
+        t = cuda.grid(1)
+        if t >= n:
+            return
+        e, entry = e_lo + t // NN, t % NN
+        if pattern.row_base[e] < 0:
+            return
+        i, j = entry // NB, entry % NB
+        nbK = basis.nbasis[e]
+        if i >= nbK:
+            return
+        row = pattern.row_base[e] + i * pattern.row_width[e]
+        sums = cuda.local.array(2, DT)  # the diagonal block's entry, one off-diagonal block's
+        sums[0] = 0
+        for k in range(pattern.adj_offsets[e], pattern.adj_offsets[e + 1]):  # e's neighbours in column order
+            i_f = pattern.adj_interface[k]
+            if i_f < 0:
+                continue  # the diagonal entry
+            c = pattern.adj_col[k]
+            side = 0 if e < c else 1
+            sums[1] = 0
+            for f in range(faces.interface_offsets[i_f], faces.interface_offsets[i_f + 1]):  # in order
+                base = (2 * faces.face_local[f] + side) * STRIDE
+                if j < nbK:
+                    sums[0] += scratch[base + entry]
+                sums[1] += scratch[base + NN + entry]
+            if j < basis.nbasis[c]:
+                values.data[row + pattern.block_start[k] + j] += sums[1]
+        if j < nbK:
+            values.data[row + pattern.block_start[pattern.diag_entry[e]] + j] += sums[0]
+
+    # -- boundary faces: a thread per face of the chunk's range, then per (element, entry) ------
+
+    @cuda.jit
+    def boundary_pieces(n_f, f_lo, mode, want_block, points, coef, basis, faces, pattern, scratch):
+        t = cuda.grid(1)
+        if t >= n_f:
+            return
+        f = f_lo + t
+        fl = faces.face_local[f]
+        e = faces.face_elements[f, 0]
+        if fl < 0 or pattern.row_base[e] < 0:
+            return  # a face left out (its terms vanish, or the load alone's), or not a row of this assembly
+        block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
+        boundary_face_blocks(mode, f, points.offsets[fl], points.offsets[fl + 1], points, coef, basis, faces, block,
+                             vec)
+        _store_pieces(want_block, scratch, fl * STRIDE, block, vec, basis.nbasis[e], NB)
+
+    @cuda.jit
+    def boundary_sums(n, e_lo, want_block, scratch, basis, faces, pattern, values):
+        t = cuda.grid(1)
+        if t >= n:
+            return
+        e, entry = _sums_entry(t, e_lo, want_block, basis.nbasis, pattern.row_base, NB)
+        if e < 0:
+            return
+        acc = cuda.local.array(1, DT)
+        acc[0] = 0
+        for f in range(faces.boundary_offsets[e], faces.boundary_offsets[e + 1]):  # e's boundary faces in order
+            fl = faces.face_local[f]
+            if fl >= 0:
+                acc[0] += scratch[fl * STRIDE + entry]
+        _add_entry(e, entry, acc[0], pattern, values, NB)
+
+    return SimpleNamespace(NB=NB, STRIDE=STRIDE, volume_pieces=volume_pieces, volume_sums=volume_sums,
+                           interior_pieces=interior_pieces, interior_sums=interior_sums,
+                           boundary_pieces=boundary_pieces, boundary_sums=boundary_sums)
