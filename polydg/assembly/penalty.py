@@ -200,10 +200,12 @@ def penalty_weights(mesh: PolytopicMesh, degree: np.ndarray, kind: str = "paper"
 
 def penalty_from_weights(weights: np.ndarray, face_elements: np.ndarray, a_bound: np.ndarray,
                          C_sigma: float) -> np.ndarray:
-    """sigma_F = C_sigma max over the sides K of F of a_K w[F, K] (see :func:`penalty_weights`)."""
-    both = face_elements >= 0
-    a = np.where(both, a_bound[np.where(both, face_elements, 0)], 0.0)
-    return C_sigma * (a * weights).max(axis=1)
+    """sigma_F = C_sigma max over the sides K of F of a_K w[F, K] (see :func:`penalty_weights`); a missing
+    side (-1) counts as 0.  Side by side, not ``max(axis=1)``: NumPy's reduction over an axis of two is
+    several times slower than one elementwise maximum."""
+    side0, side1 = (np.where(e >= 0, a_bound[np.maximum(e, 0)], 0.0) * weights[:, k]
+                    for k, e in enumerate(face_elements.T))
+    return C_sigma * np.maximum(side0, side1)
 
 
 def face_penalty(mesh: PolytopicMesh, degree: np.ndarray, a_bound: np.ndarray, *, C_sigma: float = 10.0,
