@@ -926,7 +926,8 @@ def bench_one(space, problem, backend: str, repeat: int, peak, bandwidth) -> dic
     nq = point_counts(mesh.dim, default_degree(space.degree[mesh.simplex_element], 0))
     flops = volume_flops(space, nq)
     out = {}
-    for approach in ("2", "atomic", "ordered"):
+
+    def one(approach: str) -> dict:
         workspace = Workspace()
         t = time.perf_counter()
         first = assemble(space, problem, backend=backend, approach=approach, workspace=workspace)
@@ -957,7 +958,14 @@ def bench_one(space, problem, backend: str, repeat: int, peak, bandwidth) -> dic
         med["volume_fraction_of_fp64_peak"] = flops / ek / peak if ek > 0 and peak else None
         med["values_gbs"] = nnz * np.dtype(np.float64).itemsize / tk / 1e9 if tk > 0 else None
         med["values_fraction_of_bandwidth"] = nnz * 8 / tk / bandwidth if tk > 0 and bandwidth else None
-        out[f"gpu-{approach}"] = med
+        return med
+
+    for approach in ("2", "atomic", "ordered"):  # each on its own: one failing keeps the others' figures
+        try:
+            out[f"gpu-{approach}"] = one(approach)
+        except Exception as exc:
+            out[f"gpu-{approach}"] = {"error": f"{type(exc).__name__}: {exc}"}
+            free_device_memory(backend)
     return out
 
 
@@ -1078,8 +1086,9 @@ def stage_bench(stage: Stage) -> None:
         rows[label] = row
         g = row.get("gpu-2", {})
         say(f"bench {label}: " + (f"{row['dofs']:,} dofs, rows {g['total_assembly']:.4f} s, atomic "
-                                  f"{row['gpu-atomic']['total_assembly']:.4f} s, ordered "
-                                  f"{row['gpu-ordered']['total_assembly']:.4f} s, to host {g['to_host']:.4f} s"
+                                  f"{row['gpu-atomic'].get('total_assembly', float('nan')):.4f} s, ordered "
+                                  f"{row['gpu-ordered'].get('total_assembly', float('nan')):.4f} s, to host "
+                                  f"{g['to_host']:.4f} s"
                                   if g else str(row.get("error"))))
         summarise()
         free_device_memory(backend)

@@ -124,3 +124,35 @@ def test_the_plan_arguments_are_the_plans_arrays():
     for group in args:
         for name, a in group._asdict().items():
             assert a.dtype in (np.int64, np.float32), name
+
+
+def test_the_ordered_sums_scratch_is_made_room_for_in_the_chunks_and_the_estimate():
+    """On a GPU the ordered reduction holds one or two blocks per entity of a chunk besides the points: its
+    entry's ``scratch`` is counted in the chunking (more, smaller chunks for one budget) and in the memory
+    estimate; nothing is counted for the reductions without it, nor on the CPU (the row kernels there)."""
+    from polydg.assembly.memory import assembly_estimate
+    from polydg.assembly.plan import element_chunks, face_rule_degrees, scratch_bytes
+    from polydg.quadrature import default_degree
+
+    gpu = AssemblyOptions(approach="ordered", backend="cupy", memory_budget_mb=0.05)
+    assert scratch_bytes(gpu, 10) == ((100 + 10) * 8, 2 * 2 * 100 * 8)
+    assert scratch_bytes(dataclasses.replace(gpu, precision="single"), 10) == ((100 + 10) * 4, 2 * 2 * 100 * 4)
+    for other in (dataclasses.replace(gpu, approach="2"), dataclasses.replace(gpu, approach="atomic"),
+                  AssemblyOptions(approach="ordered")):
+        assert scratch_bytes(other, 10) == (0, 0)
+    space = DGSpace(agglomerate(unit_square(12), 30), 3)
+    mesh, nb = space.mesh, int(space.element_dofs.max())
+    rule = default_degree(space.total_degree, 0)
+    faces = face_rule_degrees(space.total_degree, mesh.face_elements, 0)
+    everything = np.arange(mesh.n_elements)
+    plain = element_chunks(mesh, rule, faces, 0.3, everything)
+    roomy = element_chunks(mesh, rule, faces, 0.3, everything, scratch_bytes(gpu, nb))
+    assert len(roomy) > len(plain) > 1
+    for chunks in (plain, roomy):  # the same elements, in order, once
+        assert chunks[0][0] == 0 and chunks[-1][1] == mesh.n_elements
+        assert all(a[1] == b[0] for a, b in zip(chunks[:-1], chunks[1:]))
+    large = dataclasses.replace(gpu, memory_budget_mb=1024.0)  # the chunk's estimate not cut by the budget
+    with_scratch = assembly_estimate(space, large).chunk
+    without = assembly_estimate(space, dataclasses.replace(large, approach="2")).chunk
+    simplex_scratch, face_scratch = scratch_bytes(large, nb)
+    assert with_scratch - without == mesh.n_simplices * simplex_scratch + mesh.n_faces * face_scratch

@@ -869,3 +869,32 @@ def test_cli_3d1_marches_with_local_steps(tmp_path):
     # w and c are callables free of t: found so at slab 2's quadrature points, which assembles its load alone
     assert s["assembled_per_slab"] == ["matrix+load", "load"]
     assert (tmp_path / "out" / "solution.vtu").exists()  # the last slab's top plane, as tetrahedra
+
+
+def test_a_gpu_march_keeps_its_matrix_only_where_no_fingerprint_is_needed(monkeypatch):
+    """A march on a GPU keeps its slab matrix for constant coefficients and for the caller's word, but does not
+    fingerprint callables (a host evaluation at every point of every slab): it assembles the matrix again."""
+    from polydg.space import DGSpace
+    from polydg.spacetime.march import _KeptMatrix
+    from polydg.spacetime.time_dependence import CoefficientFingerprint
+
+    mesh = slab_mesh(agglomerate(from_spec("square:2"), 3), 0.0, 0.1)
+    space = DGSpace(mesh, 1)
+    constant = builtin_problem("paper-2d1", 2)  # a = 1, c = 1
+    free_of_t = dataclasses.replace(constant, reaction=lambda y: 1.0 + 0.5 * y[:, 0])  # a callable without t
+    calls = []
+    fingerprint = CoefficientFingerprint.__call__
+    monkeypatch.setattr(CoefficientFingerprint, "__call__",
+                        lambda self, *a: (calls.append(1), fingerprint(self, *a))[-1])
+
+    def kept_after_one_slab(problem, stated, detect):
+        kept = _KeptMatrix(problem, stated, 0, detect=detect)
+        slab = slab_problem(problem, 2, 0.0, 0.1)
+        kept.keep(object(), space, slab)
+        return kept.keeps(True, space, slab)
+
+    assert kept_after_one_slab(free_of_t, None, detect=True) and calls  # the host fingerprints the callable
+    calls.clear()
+    assert not kept_after_one_slab(free_of_t, None, detect=False) and not calls  # a GPU march does not
+    assert kept_after_one_slab(free_of_t, True, detect=False) and not calls  # the caller's word
+    assert kept_after_one_slab(constant, None, detect=False) and not calls  # constants

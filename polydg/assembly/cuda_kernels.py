@@ -219,7 +219,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
     Each kernel's first argument is the number of threads that do work
     (:func:`launch` passes it), then where its range starts (and a boundary
     kernel's mode), then ``want_block`` (False for the load alone: no block is
-    formed or written) for all but the interior kernels, then the named
+    written, nor formed in the volume) for all but the interior kernels, then the named
     structures of ``arguments.py`` (launched by the reductions' GPU
     executors, ``reductions/``).  A boundary face whose ``face_local`` is -1
     has no points in the batch and is left out.  Compiled by numba-cuda at

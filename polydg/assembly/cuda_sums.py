@@ -9,9 +9,10 @@ These kernels keep the entity threads and a fixed order:
 1. a *piece* kernel per pass, one thread per sub-simplex, interior face side
    or boundary face, forms that entity's local blocks (the device functions
    the atomic kernels call too: ``simplex_blocks``, ``interior_side_blocks``,
-   ``boundary_face_blocks`` of ``cuda_kernels``) and stores them in a scratch buffer, ``STRIDE`` values
-   per entity (an ``NB`` x ``NB`` block, then ``NB`` load values; an interior
-   side: its diagonal block, then its off-diagonal block);
+   ``boundary_face_blocks`` of ``cuda_kernels``) and stores them in a scratch
+   buffer: ``STRIDE`` values per sub-simplex or boundary face (an ``NB`` x
+   ``NB`` block, then ``NB`` load values), ``SIDE`` per interior face side
+   (its diagonal block, then its off-diagonal block);
 2. a *sum* kernel, one thread per (element, local matrix or load entry),
    adds that entry over the element's entities in their fixed order
    (sub-simplices in order; interfaces in column order and each one's faces
@@ -21,7 +22,9 @@ These kernels keep the entity threads and a fixed order:
 No two threads write one entry of a pass and the order of every sum is
 fixed, so the matrix is bitwise the same from run to run (its last bits may
 differ from the row kernels', which sum point by point).  The price is the
-scratch buffer, about one block per entity of the chunk.
+scratch buffer: a block and its load per sub-simplex or boundary face, two
+blocks per interior face side, of the largest basis, for a chunk's entities
+(the chunks make room for it: ``sums_layout.scratch_bytes``).
 """
 
 from __future__ import annotations
@@ -35,14 +38,9 @@ from numba import cuda, from_dtype
 from ..backend import numpy_aliases_for_numba_cuda
 from ..basis import basis_indices
 from .cuda_kernels import gpu_kernels
+from .sums_layout import scratch_strides
 
 numpy_aliases_for_numba_cuda()  # before numba-cuda's CUDA target first loads (at the first compilation)
-
-
-def scratch_stride(dim: int, pmax: int, basis: str = "P") -> tuple[int, int]:
-    """(NB, values per entity) of the scratch buffers: NB^2 + NB (volume, boundary) = 2 NB^2 (interior) at most."""
-    nb = len(basis_indices(int(pmax), int(dim), basis))
-    return nb, max(nb * nb + nb, 2 * nb * nb)
 
 
 @cuda.jit(device=True)
@@ -96,7 +94,8 @@ def gpu_sum_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNames
     entity = gpu_kernels(dim, pmax, dtype, basis)
     simplex_blocks, interior_side_blocks = entity.simplex_blocks, entity.interior_side_blocks
     boundary_face_blocks = entity.boundary_face_blocks
-    NB, STRIDE = scratch_stride(dim, pmax, basis)
+    NB = len(basis_indices(int(pmax), int(dim), basis))
+    STRIDE, SIDE = scratch_strides(NB)  # per sub-simplex or boundary face; per interior face side
     NN = NB * NB
     DT = from_dtype(np.dtype(dtype))
 
@@ -143,8 +142,8 @@ def gpu_sum_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNames
         bKK, bKN = cuda.local.array((NB, NB), DT), cuda.local.array((NB, NB), DT)
         interior_side_blocks(f, side, points.offsets[fl], points.offsets[fl + 1], points, coef, basis, faces, bKK,
                              bKN)
-        _store_block(scratch, t * STRIDE, bKK, basis.nbasis[e], basis.nbasis[e], NB)
-        _store_block(scratch, t * STRIDE + NN, bKN, basis.nbasis[e], basis.nbasis[c], NB)
+        _store_block(scratch, t * SIDE, bKK, basis.nbasis[e], basis.nbasis[e], NB)
+        _store_block(scratch, t * SIDE + NN, bKN, basis.nbasis[e], basis.nbasis[c], NB)
 
     @cuda.jit
     def interior_sums(n, e_lo, scratch, basis, faces, pattern, values):
@@ -169,13 +168,15 @@ def gpu_sum_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNames
                 continue  # the diagonal entry
             c = pattern.adj_col[k]
             side = 0 if e < c else 1
+            off = j < basis.nbasis[c]  # (i, j) is an entry of the block against c
             sums[1] = 0
             for f in range(faces.interface_offsets[i_f], faces.interface_offsets[i_f + 1]):  # in order
-                base = (2 * faces.face_local[f] + side) * STRIDE
+                base = (2 * faces.face_local[f] + side) * SIDE
                 if j < nbK:
                     sums[0] += scratch[base + entry]
-                sums[1] += scratch[base + NN + entry]
-            if j < basis.nbasis[c]:
+                if off:
+                    sums[1] += scratch[base + NN + entry]
+            if off:
                 values.data[row + pattern.block_start[k] + j] += sums[1]
         if j < nbK:
             values.data[row + pattern.block_start[pattern.diag_entry[e]] + j] += sums[0]
@@ -213,6 +214,6 @@ def gpu_sum_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNames
                 acc[0] += scratch[fl * STRIDE + entry]
         _add_entry(e, entry, acc[0], pattern, values, NB)
 
-    return SimpleNamespace(NB=NB, STRIDE=STRIDE, volume_pieces=volume_pieces, volume_sums=volume_sums,
+    return SimpleNamespace(NB=NB, STRIDE=STRIDE, SIDE=SIDE, volume_pieces=volume_pieces, volume_sums=volume_sums,
                            interior_pieces=interior_pieces, interior_sums=interior_sums,
                            boundary_pieces=boundary_pieces, boundary_sums=boundary_sums)

@@ -126,7 +126,8 @@ def blocks_by_label_on(xp, adj_offsets, adj_col, element_dofs, label):
 
 def device_sparsity_pattern(xp, mesh: PolytopicMesh, dof_offsets: np.ndarray, elements: np.ndarray | None = None,
                             column_numbering: tuple | None = None,
-                            fill_indices: Callable[..., None] | None = None) -> SparsityPattern:
+                            fill_indices: Callable[..., None] | None = None,
+                            rows_only: bool = False) -> SparsityPattern:
     """:func:`~polydg.assembly.pattern.sparsity_pattern`, every array an array of ``xp`` (the device's).
 
     Only the mesh's interfaces and the dof offsets cross to the device
@@ -134,7 +135,8 @@ def device_sparsity_pattern(xp, mesh: PolytopicMesh, dof_offsets: np.ndarray, el
     there.  ``fill_indices(row_element, column_first, element_dofs,
     adj_offsets, adj_col, block_start, row_base, row_start, row_width,
     indices)`` writes the column indices; the default launches the
-    numba-cuda kernel.
+    numba-cuda kernel.  With ``rows_only`` (the load alone) no column index
+    is written and ``indices`` is empty, as on the host.
     """
     n_el = mesh.n_elements
     dof_offsets = xp.asarray(np.asarray(dof_offsets, dtype=np.int64))
@@ -163,12 +165,15 @@ def device_sparsity_pattern(xp, mesh: PolytopicMesh, dof_offsets: np.ndarray, el
     row_element = elements[segment_owner(xp, first_rows, n_rows)]  # the element of each assembled row
     indptr = _exclusive_cumsum(xp, row_width[row_element])
     nnz = int(indptr[-1])
-    check_device_index_range(nnz, n_rows, int(n_cols))  # before anything nnz-sized exists
-    indices = xp.empty(nnz, dtype=np.int64)
-    if fill_indices is None:
-        from .cuda_kernels import fill_pattern_indices as fill_indices
-    fill_indices(row_element, column_first, element_dofs, adj_offsets, adj_col, block_start, row_base, row_start,
-                 row_width, indices)
+    if rows_only:
+        indices = xp.empty(0, dtype=np.int64)
+    else:
+        check_device_index_range(nnz, n_rows, int(n_cols))  # before anything nnz-sized exists
+        indices = xp.empty(nnz, dtype=np.int64)
+        if fill_indices is None:
+            from .cuda_kernels import fill_pattern_indices as fill_indices
+        fill_indices(row_element, column_first, element_dofs, adj_offsets, adj_col, block_start, row_base, row_start,
+                     row_width, indices)
     return SparsityPattern(
         n_rows=n_rows, n_cols=int(n_cols), indptr=indptr, indices=indices, row_base=row_base, row_width=row_width,
         adj_offsets=adj_offsets, adj_col=adj_col, block_start=block_start, diag_entry=diag_entry,

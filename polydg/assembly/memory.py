@@ -189,7 +189,7 @@ def row_widths(mesh, element_dofs: np.ndarray) -> np.ndarray:
 def assembly_estimate(space, options, elements: np.ndarray | None = None, matrix: bool = True) -> MemoryEstimate:
     """The memory :func:`~polydg.assembly.assemble` of ``space`` with ``options`` will need (see the module)."""
     from ..quadrature import default_degree
-    from .plan import BYTES_PER_POINT, face_rule_degrees
+    from .plan import BYTES_PER_POINT, face_rule_degrees, scratch_bytes
     from .points import point_counts
 
     mesh = space.mesh
@@ -207,7 +207,10 @@ def assembly_estimate(space, options, elements: np.ndarray | None = None, matrix
     points = int((point_counts(d, q_element[elements]) * simplices[elements]).sum())
     face_q = face_rule_degrees(rule, mesh.face_elements, options.quadrature_extra)
     points = max(points, int(point_counts(d - 1, face_q).sum()))
-    chunk = min(points * BYTES_PER_POINT, int(options.memory_budget_mb * 2**20))
+    # and what an executor holds per entity besides (the ordered sums' blocks on a GPU)
+    simplex_scratch, face_scratch = scratch_bytes(options, int(nb.max()))
+    scratch = int(simplices[elements].sum()) * simplex_scratch + mesh.n_faces * face_scratch
+    chunk = min(points * BYTES_PER_POINT + scratch, int(options.memory_budget_mb * 2**20))
     triplets = 0
     # a reduction that builds its own matrix (approach 1) holds COO triplets: a block per sub-simplex and sub-face
     # (read from ``options.reduction``: the reductions' executors import this module, through the kept points)

@@ -134,8 +134,8 @@ class AssemblyOptions:
             raise OptionError(f"unknown backend {self.backend!r}; choose one of {', '.join(bk.BACKENDS)}")
         if entry.gpu is None and bk.is_device(self.backend):
             *others, last = gpu_reductions()
-            raise OptionError(f"approach {self.approach!r} runs on the CPU only; on a GPU use approach "
-                              f"{', '.join(others)} or {last}")
+            named = f"{', '.join(others)} or {last}" if others else last
+            raise OptionError(f"approach {self.approach!r} runs on the CPU only; on a GPU use approach {named}")
 
     @property
     def reduction(self):

@@ -151,7 +151,8 @@ def layout_plan(space, options: AssemblyOptions, scope: AssemblyScope | None = N
     if bk.is_device(backend):
         from .device_pattern import device_sparsity_pattern
 
-        pattern = device_sparsity_pattern(xp, mesh, space.dof_offsets, elements, column_numbering)
+        pattern = device_sparsity_pattern(xp, mesh, space.dof_offsets, elements, column_numbering,
+                                          rows_only=not matrix)
     else:
         pattern = sparsity_pattern(mesh, space.dof_offsets, elements, column_numbering, rows_only=not matrix)
     adj_interface = xp.full(len(pattern.adj_col), -1, dtype=np.int64)
@@ -174,7 +175,8 @@ def layout_plan(space, options: AssemblyOptions, scope: AssemblyScope | None = N
         q_element=q_element,
         q_uniform=int(default_degree(rule_degree[0], quadrature_extra)) if space.min_degree == space.max_degree
         else None,
-        face_q=face_q, chunks=element_chunks(mesh, q_element, face_q, options.memory_budget_mb, elements),
+        face_q=face_q, chunks=element_chunks(mesh, q_element, face_q, options.memory_budget_mb, elements,
+                                             scratch_bytes(options, len(table))),
         matrix=matrix, load_boundary_faces=scope.load_boundary_faces, options=options)
 
 
@@ -184,20 +186,33 @@ def face_rule_degrees(degree: np.ndarray, face_elements: np.ndarray, extra: int)
     return default_degree(np.maximum(degree[face_elements[:, 0]], other), extra)
 
 
+def scratch_bytes(options, nbasis: int) -> tuple[int, int]:
+    """Bytes an executor holds per sub-simplex and per face of a chunk besides the points: its reduction's
+    ``scratch`` (the ordered sums' blocks on a GPU), else none."""
+    scratch = options.reduction.scratch
+    if scratch is None or not bk.is_device(options.backend):
+        return 0, 0
+    return scratch(int(nbasis), np.dtype(options.dtype).itemsize)
+
+
 def element_chunks(mesh, element_rule: np.ndarray, face_rule: np.ndarray, memory_budget_mb: float,
-                   elements: np.ndarray) -> list[tuple[int, int]]:
+                   elements: np.ndarray, scratch: tuple[int, int] = (0, 0)) -> list[tuple[int, int]]:
     """Split the range ``elements[0]:elements[-1] + 1`` into chunks whose quadrature points fit the budget.
 
     ``element_rule`` and ``face_rule`` are the rules' exactness degrees per
-    element and per face (:func:`~polydg.quadrature.default_degree`, :func:`face_rule_degrees`).
+    element and per face (:func:`~polydg.quadrature.default_degree`, :func:`face_rule_degrees`);
+    ``scratch``, bytes held per sub-simplex and per face besides their points (:func:`scratch_bytes`),
+    counted as that many points' worth.
     """
     e_lo, e_hi = int(elements[0]), int(elements[-1]) + 1
     d = mesh.dim
     # every sub-simplex of an element has the element's rule: counted per element, not per sub-simplex
-    per_element = point_counts(d, element_rule[e_lo:e_hi]) * np.diff(mesh.element_offsets[e_lo:e_hi + 1])
+    simplex_scratch, face_scratch = (-(-int(b) // BYTES_PER_POINT) for b in scratch)  # in points, rounded up
+    per_element = (point_counts(d, element_rule[e_lo:e_hi]) + simplex_scratch) * np.diff(
+        mesh.element_offsets[e_lo:e_hi + 1])
     # faces: each face's points counted for both of its elements (an upper bound)
     fe = mesh.face_elements
-    per_face = point_counts(d - 1, face_rule)
+    per_face = point_counts(d - 1, face_rule) + face_scratch
     face_load = np.bincount(fe[:, 0], per_face, minlength=mesh.n_elements)
     inner = fe[:, 1] >= 0
     face_load += np.bincount(fe[inner, 1], per_face[inner], minlength=mesh.n_elements)

@@ -44,7 +44,9 @@ tables of the bottom load and the errors, the factorisation) is a
 :class:`~polydg.spacetime.slab_state.SlabState`, in the backend's arrays:
 with a GPU backend (``backend="cupy"``) the slabs' matrices, loads, bottom
 trace and solves stay on the device and the last slab's solution is copied
-to the host once, at the end; the matrix kept and the load alone as on the host.
+to the host once, at the end; the matrix is kept and the load assembled alone
+as on the host where the coefficients are constants or stated free of t
+(callables are not fingerprinted there: see ``_KeptMatrix``).
 """
 
 from __future__ import annotations
@@ -132,14 +134,18 @@ class _KeptMatrix:
 
     A slab of the same length keeps it when the coefficients it reads (A, b,
     c, the Neumann mask) are free of t: constants, the caller's word
-    (``free_of_t=True``), or, for callables, the same
+    (``free_of_t=True``), or, for callables and with ``detect``, the same
     :class:`~polydg.spacetime.time_dependence.CoefficientFingerprint` as
-    the slab that assembled it.
+    the slab that assembled it.  A GPU march does not ``detect``: the
+    fingerprint evaluates the callables on the host at every quadrature
+    point of the slab, which costs more than the device's own assembly of
+    the matrix, and a CuPy-only callable could not run there.
     """
 
-    def __init__(self, problem: Problem, free_of_t: bool | None, quadrature_extra: int):
+    def __init__(self, problem: Problem, free_of_t: bool | None, quadrature_extra: int, detect: bool = True):
         self.constant = matrix_coefficients_constant(problem)
         self.free_of_t = free_of_t
+        self.detect = detect
         self.fingerprint = CoefficientFingerprint(problem, quadrature_extra)
         self.assembly = None  # the AssemblyResult whose matrix is kept
         self.digest: bytes | None = None
@@ -153,12 +159,12 @@ class _KeptMatrix:
             return False
         if not self._detect():
             return True
-        return self.fingerprint(space, slab) == self.digest
+        return self.detect and self.fingerprint(space, slab) == self.digest
 
     def keep(self, assembly, space: DGSpace, slab: Problem) -> None:
         """Keep the matrix of ``assembly`` (this slab's full assembly)."""
         self.assembly = assembly
-        self.digest = self.fingerprint(space, slab) if self._detect() else None
+        self.digest = self.fingerprint(space, slab) if self._detect() and self.detect else None
 
     def with_load(self, load) -> Any:
         """The kept matrix with this slab's ``load`` (an AssemblyResult of ``assemble(..., matrix=False)``)."""
@@ -266,7 +272,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     with_errors = compute_errors and problem.exact is not None
     backend = bk.resolve_backend(options.backend)
     # the slab matrix depends on t only through A, b, c and the Neumann mask (time_dependence.py)
-    kept = _KeptMatrix(problem, coefficients_free_of_t, options.quadrature_extra)
+    kept = _KeptMatrix(problem, coefficients_free_of_t, options.quadrature_extra, detect=not bk.is_device(backend))
     if autonomous is None:  # and the load too: nothing of the slab problem depends on t
         autonomous = kept.constant and load_data_constant(problem)
     # (ranks' assemblies come to rank 0's host, and so do those with to_host)

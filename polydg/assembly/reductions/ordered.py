@@ -7,10 +7,11 @@ no fixed order.  Here each pass runs two kernels (``cuda_sums.py``): one
 thread per sub-simplex, interior face side or boundary face writes its
 blocks to a scratch buffer, then one thread per (element, entry) sums them
 over the element's entities in a fixed order and writes the entry once.
-Deterministic (bitwise the same from run to run, any chunking of the same
-budget), at the cost of the scratch buffer, about one block per entity of a
-chunk.  On the CPU, whose threads each take many elements, it is the row
-kernels' executor (``rows.py``).
+Deterministic (bitwise the same from run to run and for any chunking), at
+the cost of the scratch buffer, one or two blocks per entity of a chunk,
+which the chunks make room for (the entry's ``scratch``).  On the CPU, whose
+threads each take many elements, it is the row kernels' executor
+(``rows.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 
 import numpy as np
 
+from ..sums_layout import scratch_bytes
 from .registry import Reduction, register
 from .rows import RowPasses
 
@@ -38,17 +40,18 @@ class DeviceOrderedPasses:
         self.simplex_element = ctx.dev(mesh.simplex_element)
         self.element_offsets = ctx.dev(mesh.element_offsets)
 
-    def _scratch(self, entities: int):
-        """The blocks of ``entities`` entities (unwritten: every entry read is one a piece wrote)."""
+    def _scratch(self, entities: int, stride: int):
+        """The blocks of ``entities`` entities, ``stride`` values each (unwritten: every entry read is one a
+        piece wrote)."""
         ctx = self.ctx
-        return ctx.xp.empty(max(int(entities), 1) * self.kernels.STRIDE, dtype=ctx.plan.dtype)
+        return ctx.xp.empty(max(int(entities), 1) * stride, dtype=ctx.plan.dtype)
 
     def _run(self, name: str, n: int, key: str, *args) -> None:
         self.ctx.run_kernel(getattr(self.kernels, name), name, n, key, *args)
 
     def volume(self, e_lo, e_hi, s_lo, s_hi, points, coef) -> None:
         ctx = self.ctx
-        want, scratch = ctx.plan.matrix, self._scratch(s_hi - s_lo)
+        want, scratch = ctx.plan.matrix, self._scratch(s_hi - s_lo, self.kernels.STRIDE)
         self._run("volume_pieces", s_hi - s_lo, "element_kernel", s_lo, want, self.simplex_element, points, coef,
                   ctx.args.basis, ctx.args.pattern, scratch)
         self._run("volume_sums", (e_hi - e_lo) * (self.entries + self.kernels.NB), "element_kernel", e_lo, want,
@@ -64,7 +67,7 @@ class DeviceOrderedPasses:
                 t = time.perf_counter()
                 coef = ctx.coefficients.interior(ctx.x64)
                 timer.add("coefficients", t)
-                scratch = self._scratch(2 * len(faces))
+                scratch = self._scratch(2 * len(faces), self.kernels.SIDE)
                 self._run("interior_pieces", 2 * len(faces), "interior_kernel", e_lo, e_hi, faces_dev, points, coef,
                           ctx.args.basis, ctx.args.faces, ctx.args.pattern, scratch)
                 self._run("interior_sums", (e_hi - e_lo) * self.entries, "interior_kernel", e_lo, scratch,
@@ -75,7 +78,7 @@ class DeviceOrderedPasses:
     def boundary(self, mode, key, e_lo, e_hi, faces, points, coef) -> None:
         """``faces``: the chunk's boundary faces with points (numbered in ``face_local``; those between, -1)."""
         ctx = self.ctx
-        want, scratch = ctx.plan.matrix, self._scratch(len(faces))
+        want, scratch = ctx.plan.matrix, self._scratch(len(faces), self.kernels.STRIDE)
         f0, f1 = int(faces[0]), int(faces[-1]) + 1
         self._run("boundary_pieces", f1 - f0, key, f0, mode, want, points, coef, ctx.args.basis, ctx.args.faces,
                   ctx.args.pattern, scratch)
@@ -86,4 +89,4 @@ class DeviceOrderedPasses:
 ORDERED = register(Reduction(
     name="ordered", summary="entity blocks summed per element in a fixed order (deterministic; on a GPU a thread "
     "per entity, then per entry; on the CPU the row kernels)", deterministic=True, fills_pattern=True,
-    cpu=RowPasses, gpu=DeviceOrderedPasses))
+    cpu=RowPasses, gpu=DeviceOrderedPasses, scratch=scratch_bytes))

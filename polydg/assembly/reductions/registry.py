@@ -9,8 +9,9 @@ from ... import backend as bk
 from ...errors import OptionError
 from ..passes import assemble_on_host
 
-#: the reduction that forms a load vector alone (``assemble(..., matrix=False)``): the row kernels, which can
-#: skip every block; the loads of all the reductions agree to round-off
+#: the reduction that forms a load vector alone (``assemble(..., matrix=False)``) on the CPU: the row kernels,
+#: which can skip every block (on a GPU each reduction's executor forms it, its kernels told to skip the blocks);
+#: the loads of all the reductions agree to round-off
 LOAD_ALONE = "2"
 
 
@@ -27,6 +28,9 @@ class Reduction:
     cpu : the CPU executor class, made as ``cpu(PassContext)`` (every reduction has one: the CPU is
         the reference the other devices are tested against)
     gpu : the GPU executor class, made as ``gpu(DeviceContext)``; None: CPU only
+    scratch : ``scratch(nbasis, itemsize)``, the bytes its GPU executor holds per sub-simplex and per face of a
+        chunk besides their points (``nbasis``: the largest basis size), which the chunks make room for;
+        None: nothing beyond the points
     """
 
     name: str
@@ -35,6 +39,7 @@ class Reduction:
     fills_pattern: bool
     cpu: Callable
     gpu: Callable | None = None
+    scratch: Callable[[int, int], tuple[int, int]] | None = None
 
     @property
     def devices(self) -> tuple[str, ...]:

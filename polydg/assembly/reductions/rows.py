@@ -7,8 +7,8 @@ each block once.  No two iterations touch the same entry: no races, no
 atomics, and the matrix is bitwise the same for any chunking, thread count
 and run.  The CPU kernels are ``kernels.element_rows``, ``interior_rows``
 and ``boundary_rows``; the GPU's, ``volume_rows``, ``interior_rows`` and
-``boundary_rows`` of ``cuda_kernels.gpu_kernels``.  These kernels also form
-the load alone (they can skip every block), whatever the approach.
+``boundary_rows`` of ``cuda_kernels.gpu_kernels``.  On the CPU these kernels
+also form the load alone (they can skip every block), whatever the approach.
 """
 
 from __future__ import annotations

@@ -1,0 +1,28 @@
+"""The scratch layout of the ordered sums (``cuda_sums.py``): values per entity, and bytes per chunk entity.
+
+Plain arithmetic, apart from the kernels (which import numba-cuda), so that a
+plan can make room for the scratch before any GPU module is loaded.
+"""
+
+from __future__ import annotations
+
+
+def scratch_strides(nb: int) -> tuple[int, int]:
+    """Values per entity of the scratch buffers of a basis of ``nb`` functions at most: a sub-simplex or a
+    boundary face, a block and its load (NB^2 + NB); an interior face side, two blocks (2 NB^2).
+
+    >>> scratch_strides(3)
+    (12, 18)
+    """
+    return nb * nb + nb, 2 * nb * nb
+
+
+def scratch_bytes(nb: int, itemsize: int) -> tuple[int, int]:
+    """Bytes of scratch per sub-simplex and per face (both sides of an interior face, the larger case): the
+    ordered reduction's ``scratch`` (``reductions/registry.py``), which the chunks make room for.
+
+    >>> scratch_bytes(3, 8)
+    (96, 288)
+    """
+    entity, side = scratch_strides(nb)
+    return entity * itemsize, 2 * side * itemsize
