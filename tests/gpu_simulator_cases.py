@@ -246,12 +246,16 @@ def _kept_plans() -> dict[str, np.ndarray]:
     space, problem = case_setup("2d-all-kinds")
     other = builtin_problem("change-of-type", 2)
     arrays = {}
-    for approach in ("2", "atomic"):
+    for approach in ("2", "atomic", "ordered"):
         kept = Assembler(space, backend="cudasim", approach=approach)
+        copies = set()  # the executor's mesh table on the device, once for every assembly
         for k, p in enumerate((problem, other, problem)):
             result = kept.assemble(p)
             arrays[f"kept/{approach}/{k}/data"], arrays[f"kept/{approach}/{k}/rhs"] = result.matrix.data, result.rhs
             arrays[f"kept/{approach}/{k}/made"] = np.array(result.info["plan"]["made"])
+            (tables,) = kept._device_tables.values()
+            copies.add(id(tables["mesh.element_offsets" if approach == "2" else "mesh.simplex_element"]))
+        arrays[f"kept/{approach}/mesh_table_copies"] = np.array(len(copies))
     return arrays
 
 

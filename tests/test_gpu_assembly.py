@@ -127,16 +127,17 @@ def test_deterministic_gpu_kernels_are_bitwise_repeatable(simulated, name):
             assert np.array_equal(simulated[f"{name}/{kind}/rhs"], simulated[f"{name}/{kind}-chunked/rhs"])
 
 
-@pytest.mark.parametrize("approach", ["2", "atomic"])
+@pytest.mark.parametrize("approach", ["2", "atomic", "ordered"])
 def test_a_kept_plan_on_the_device_assembles_as_a_fresh_one(simulated, approach):
     # an Assembler (its device pattern and tables kept) with all-kinds, change-of-type, all-kinds again
     fresh = {0: "2d-all-kinds", 1: "2d-change-of-type", 2: "2d-all-kinds"}
-    variant = "rows" if approach == "2" else "atomic"
+    variant = {"2": "rows", "atomic": "atomic", "ordered": "ordered"}[approach]
+    assert int(simulated[f"kept/{approach}/mesh_table_copies"]) == 1  # copied to the device once
     for k, name in fresh.items():
         got_data, got_rhs = simulated[f"kept/{approach}/{k}/data"], simulated[f"kept/{approach}/{k}/rhs"]
         ref_data, ref_rhs = simulated[f"{name}/{variant}/data"], simulated[f"{name}/{variant}/rhs"]
         assert bool(simulated[f"kept/{approach}/{k}/made"]) is (k == 0)
-        if approach == "2":  # the row kernels: bit for bit
+        if approach != "atomic":  # the row kernels and the ordered sums: bit for bit
             assert got_data.tobytes() == ref_data.tobytes() and got_rhs.tobytes() == ref_rhs.tobytes()
         else:  # atomic adds in the simulator's thread order: to round-off
             assert _rel(got_data, ref_data) < 1e-13 and _rel(got_rhs, ref_rhs) < 1e-13

@@ -68,6 +68,7 @@ class DeviceContext:
                         simplex_volume=dev(mesh.simplex_volume), face_vertices=dev(mesh.face_vertices),
                         face_measure=dev(mesh.face_measure))
         args = kept["args"]
+        self.kept = kept
         self.face_local = self.xp.full(mesh.n_faces, -1, dtype=np.int64)
         self.args = args._replace(faces=args.faces._replace(sigma=dev(plan.sigma), face_local=self.face_local))
         self.data = self.xp.zeros(pattern.nnz if plan.matrix else 0, dtype=plan.dtype)  # none for the load alone
@@ -79,6 +80,14 @@ class DeviceContext:
         self.coefficients = DeviceCoefficients(coefficients.problem, mesh.dim, plan.dtype, self.xp)
         timer.add("values", t)
         self._warm: set[str] = set()
+
+    def mesh_table(self, name: str) -> object:
+        """The mesh's array ``name`` on the device (``element_offsets``, ``simplex_element``, ...), copied once
+        and kept with the plan's tables (an Assembler's, across its assemblies)."""
+        key = f"mesh.{name}"
+        if key not in self.kept:
+            self.kept[key] = self.dev(getattr(self.plan.mesh, name))
+        return self.kept[key]
 
     def dev(self, a) -> object:
         """``a`` as an array of the backend (contiguous; int arrays int64); the pattern's arrays already are."""

@@ -40,7 +40,7 @@ class DeviceAtomicPasses:
 
     def __init__(self, ctx):
         self.ctx = ctx
-        self.simplex_element = ctx.dev(ctx.plan.mesh.simplex_element)
+        self.simplex_element = ctx.mesh_table("simplex_element")
 
     def volume(self, e_lo, e_hi, s_lo, s_hi, points, coef) -> None:
         ctx = self.ctx

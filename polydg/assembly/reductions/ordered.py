@@ -37,8 +37,8 @@ class DeviceOrderedPasses:
         self.kernels = gpu_sum_kernels(mesh.dim, int(space.max_degree), np.dtype(plan.dtype).type,
                                        getattr(space, "basis", "P"))
         self.entries = self.kernels.NB * self.kernels.NB  # a block's entries; volume and boundary: NB loads more
-        self.simplex_element = ctx.dev(mesh.simplex_element)
-        self.element_offsets = ctx.dev(mesh.element_offsets)
+        self.simplex_element = ctx.mesh_table("simplex_element")
+        self.element_offsets = ctx.mesh_table("element_offsets")
 
     def _scratch(self, entities: int, stride: int):
         """The blocks of ``entities`` entities, ``stride`` values each (unwritten: every entry read is one a

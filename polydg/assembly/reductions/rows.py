@@ -74,7 +74,7 @@ class DeviceRowPasses:
 
     def __init__(self, ctx):
         self.ctx = ctx
-        self.element_offsets = ctx.dev(ctx.plan.mesh.element_offsets)
+        self.element_offsets = ctx.mesh_table("element_offsets")
 
     def volume(self, e_lo, e_hi, s_lo, s_hi, points, coef) -> None:
         ctx = self.ctx
