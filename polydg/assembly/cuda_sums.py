@@ -62,9 +62,12 @@ def _store_pieces(want_block, scratch, base, block, vec, nb, width):
 @cuda.jit(device=True)
 def _sums_entry(t, e_lo, want_block, nbasis, row_base, width):
     """Thread t of a block-and-load sum: its element, entry (< width^2: block (i, j); else load row) and
-    whether it has one to write (-1 for the element when not)."""
-    per = width * width + width
+    whether it has one to write (-1 for the element when not).  Without ``want_block`` (the load alone) the
+    threads are the load rows' alone: ``width`` per element."""
+    per = width * width + width if want_block else width
     e, entry = e_lo + t // per, t % per
+    if not want_block:
+        entry += width * width
     if row_base[e] < 0:
         return -1, entry
     nb = nbasis[e]

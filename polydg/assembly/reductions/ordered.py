@@ -46,6 +46,10 @@ class DeviceOrderedPasses:
         ctx = self.ctx
         return ctx.xp.empty(max(int(entities), 1) * stride, dtype=ctx.plan.dtype)
 
+    def _sum_entries(self, want_block: bool) -> int:
+        """Threads per element of a volume or boundary sum: every block entry and load row, or the load's alone."""
+        return self.entries + self.kernels.NB if want_block else self.kernels.NB
+
     def _run(self, name: str, n: int, key: str, *args) -> None:
         self.ctx.run_kernel(getattr(self.kernels, name), name, n, key, *args)
 
@@ -54,7 +58,7 @@ class DeviceOrderedPasses:
         want, scratch = ctx.plan.matrix, self._scratch(s_hi - s_lo, self.kernels.STRIDE)
         self._run("volume_pieces", s_hi - s_lo, "element_kernel", s_lo, want, self.simplex_element, points, coef,
                   ctx.args.basis, ctx.args.pattern, scratch)
-        self._run("volume_sums", (e_hi - e_lo) * (self.entries + self.kernels.NB), "element_kernel", e_lo, want,
+        self._run("volume_sums", (e_hi - e_lo) * self._sum_entries(want), "element_kernel", e_lo, want,
                   self.element_offsets, s_lo, scratch, ctx.args.basis, ctx.args.pattern, ctx.values)
 
     def interior_faces(self) -> None:
@@ -82,7 +86,7 @@ class DeviceOrderedPasses:
         f0, f1 = int(faces[0]), int(faces[-1]) + 1
         self._run("boundary_pieces", f1 - f0, key, f0, mode, want, points, coef, ctx.args.basis, ctx.args.faces,
                   ctx.args.pattern, scratch)
-        self._run("boundary_sums", (e_hi - e_lo) * (self.entries + self.kernels.NB), key, e_lo, want, scratch,
+        self._run("boundary_sums", (e_hi - e_lo) * self._sum_entries(want), key, e_lo, want, scratch,
                   ctx.args.basis, ctx.args.faces, ctx.args.pattern, ctx.values)
 
 
