@@ -234,8 +234,13 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
     # -- one entity's blocks: the atomic kernels' and the ordered sums' pieces (``cuda_sums.py``) ----------
 
     @cuda.jit(device=True)
-    def simplex_blocks(want_block, r0, r1, e, points, coef, basis, block, vec):
-        """Sub-simplex points r0:r1 of element e into ``block`` and ``vec`` (zeroed first)."""
+    def simplex_blocks(want_block, t, s_lo, simplex_element, points, coef, basis, pattern, block, vec):
+        """Sub-simplex ``s_lo + t`` (the batch's t-th) into ``block`` and ``vec`` (zeroed first); its element,
+        or -1 (nothing formed) when that element's rows are not assembled here."""
+        e = simplex_element[s_lo + t]
+        if pattern.row_base[e] < 0:
+            return -1  # not a row of this assembly (another rank's element, or a gap in the element set)
+        r0, r1 = points.offsets[t], points.offsets[t + 1]
         table = cuda.const.array_like(TABLE)
         rec = cuda.const.array_like(REC)
         box, scale = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
@@ -248,6 +253,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         _box_tables(basis.lo[e], basis.hi[e], p, box, scale)
         simplex_terms(want_block, r0, r1, points, coef, (box, scale, p, nb), rec, table,
                       (leg, dleg, phi, gradT, ag, bg), block, vec)
+        return e
 
     @cuda.jit(device=True)
     def interior_side_blocks(f, side, r0, r1, points, coef, basis, faces, bKK, bKN):
@@ -275,21 +281,28 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
                        rec, table, (An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN), bKK, bKN)
 
     @cuda.jit(device=True)
-    def boundary_face_blocks(mode, f, r0, r1, points, coef, basis, faces, block, vec):
-        """Boundary face f's points r0:r1 (terms of ``mode``) into ``block`` and ``vec`` (zeroed first)."""
+    def boundary_face_blocks(mode, f, points, coef, basis, faces, pattern, block, vec):
+        """Boundary face f (terms of ``mode``) into ``block`` and ``vec`` (zeroed first); its place in the
+        batch, or -1 (nothing formed) for a face left out (its terms vanish, or the load alone's) or one
+        whose element's rows are not assembled here."""
+        fl = faces.face_local[f]
+        e = faces.face_elements[f, 0]
+        if fl < 0 or pattern.row_base[e] < 0:
+            return -1
+        r0, r1 = points.offsets[fl], points.offsets[fl + 1]
         table = cuda.const.array_like(TABLE)
         rec = cuda.const.array_like(REC)
         box, scale = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
         leg, dleg = cuda.local.array((D, P1), DT), cuda.local.array((D, P1), DT)
         phi, gradT, flux = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
         An = cuda.local.array(D, DT)
-        e = faces.face_elements[f, 0]
         nb, p = basis.nbasis[e], basis.degree[e]
         _zero_block(block, nb, nb)
         _zero_vec(vec, nb)
         _box_tables(basis.lo[e], basis.hi[e], p, box, scale)
         boundary_terms(mode, r0, r1, points, coef, faces.normal[f], faces.sigma[f], (box, scale, p, nb), rec, table,
                        (An, leg, dleg, phi, gradT, flux), block, vec)
+        return fl
 
     # -- volume ---------------------------------------------------------------
 
@@ -326,11 +339,10 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         t = cuda.grid(1)
         if t >= n_s:
             return
-        e = simplex_element[s_lo + t]
-        if pattern.row_base[e] < 0:
-            return  # not a row of this assembly
         block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
-        simplex_blocks(want_block, points.offsets[t], points.offsets[t + 1], e, points, coef, basis, block, vec)
+        e = simplex_blocks(want_block, t, s_lo, simplex_element, points, coef, basis, pattern, block, vec)
+        if e < 0:
+            return
         nb = basis.nbasis[e]
         if want_block:
             _atomic_block(values.data, pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]],
@@ -438,14 +450,10 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         t = cuda.grid(1)
         if t >= n_f:
             return
-        f = f_lo + t
-        fl = faces.face_local[f]
-        e = faces.face_elements[f, 0]
-        if fl < 0 or pattern.row_base[e] < 0:
-            return  # a face left out (its terms vanish, or the load alone's), or not a row of this assembly
         block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
-        boundary_face_blocks(mode, f, points.offsets[fl], points.offsets[fl + 1], points, coef, basis, faces, block,
-                             vec)
+        if boundary_face_blocks(mode, f_lo + t, points, coef, basis, faces, pattern, block, vec) < 0:
+            return
+        e = faces.face_elements[f_lo + t, 0]
         nb = basis.nbasis[e]
         if want_block:
             _atomic_block(values.data, pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]],

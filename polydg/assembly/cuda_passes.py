@@ -155,9 +155,10 @@ class DeviceContext:
         self.timer.add("indices", t)
         return faces, faces_dev
 
-    def face_points(self, faces: np.ndarray) -> tuple[PointBatch, Points]:
+    def face_points(self, faces: np.ndarray, faces_dev=None) -> tuple[PointBatch, Points]:
+        """The quadrature points of ``faces`` (on the host; ``faces_dev`` their copy on the device, if made)."""
         t = time.perf_counter()
-        faces_dev = self.dev(faces)
+        faces_dev = self.dev(faces) if faces_dev is None else faces_dev
         batch = simplex_points_on(self.xp, self.mesh_points, self.face_vertices[faces_dev],
                                   self.face_measure[faces_dev], self.plan.face_degrees(faces))
         points = self.points(batch)
@@ -204,11 +205,12 @@ def boundary_face_pass(ctx: DeviceContext, passes, mode: int, key: str) -> None:
             faces = faces[contributing[f0 - mesh.n_interior_faces:f1 - mesh.n_interior_faces]]
         if len(faces) == 0:
             continue
-        batch, points = ctx.face_points(faces)
         t = time.perf_counter()
         faces_dev = ctx.dev(faces)
         ctx.face_local[faces_dev] = ctx.xp.arange(len(faces), dtype=np.int64)
-        t = timer.add("indices", t)
+        timer.add("indices", t)
+        batch, points = ctx.face_points(faces, faces_dev)
+        t = time.perf_counter()
         coef = ctx.coefficients.boundary(ctx.x64, ctx.point_normals(faces_dev, points.offsets))
         timer.add("coefficients", t)
         passes.boundary(mode, key, e_lo, e_hi, faces, points, coef)

@@ -109,11 +109,10 @@ def gpu_sum_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNames
         t = cuda.grid(1)
         if t >= n_s:
             return
-        e = simplex_element[s_lo + t]
-        if pattern.row_base[e] < 0:
-            return  # not a row of this assembly: its sum is not made either
         block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
-        simplex_blocks(want_block, points.offsets[t], points.offsets[t + 1], e, points, coef, basis, block, vec)
+        e = simplex_blocks(want_block, t, s_lo, simplex_element, points, coef, basis, pattern, block, vec)
+        if e < 0:
+            return  # not a row of this assembly: its sum is not made either
         _store_pieces(want_block, scratch, t * STRIDE, block, vec, basis.nbasis[e], NB)
 
     @cuda.jit
@@ -191,14 +190,11 @@ def gpu_sum_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNames
         t = cuda.grid(1)
         if t >= n_f:
             return
-        f = f_lo + t
-        fl = faces.face_local[f]
-        e = faces.face_elements[f, 0]
-        if fl < 0 or pattern.row_base[e] < 0:
-            return  # a face left out (its terms vanish, or the load alone's), or not a row of this assembly
         block, vec = cuda.local.array((NB, NB), DT), cuda.local.array(NB, DT)
-        boundary_face_blocks(mode, f, points.offsets[fl], points.offsets[fl + 1], points, coef, basis, faces, block,
-                             vec)
+        fl = boundary_face_blocks(mode, f_lo + t, points, coef, basis, faces, pattern, block, vec)
+        if fl < 0:
+            return
+        e = faces.face_elements[f_lo + t, 0]
         _store_pieces(want_block, scratch, fl * STRIDE, block, vec, basis.nbasis[e], NB)
 
     @cuda.jit

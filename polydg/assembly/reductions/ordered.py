@@ -67,7 +67,7 @@ class DeviceOrderedPasses:
         for ci, (e_lo, e_hi) in enumerate(plan.chunks):
             faces, faces_dev = ctx.interface_faces(e_lo, e_hi)
             if len(faces):
-                batch, points = ctx.face_points(faces)
+                batch, points = ctx.face_points(faces, faces_dev)
                 t = time.perf_counter()
                 coef = ctx.coefficients.interior(ctx.x64)
                 timer.add("coefficients", t)
