@@ -119,6 +119,6 @@ echo "== stage install: $("$PY" -c "import json; print(json.load(open('$INSTALL_
 
 # the stages get what the install step left of the whole run's 470 s (RUN_TOTAL; a --total given after -- wins);
 # the simulator's total is the driver's (the sum of its SIMULATOR_BUDGET)
-TOTAL=$("$PY" -c "print(max(60, round(470 - $(elapsed))))")
+TOTAL=$("$PY" -c "print(max(60, round(480 - $(elapsed))))")
 [ "$SIMULATOR" = 1 ] && TOTAL=0
 "$PY" launch/gpu_run.py --out "$OUTDIR" --install-json "$INSTALL_JSON" --total "$TOTAL" "${DRIVER[@]}"

@@ -84,6 +84,16 @@ def resolve_backend(name: str, say=None) -> str:
     return "cupy"
 
 
+def device_synchronizer(backend: str):
+    """A callable that waits until the device of ``backend`` has run its queued work ("cupy": every stream
+    of the current device), or None where array calls run as they are made (NumPy, the simulator)."""
+    if backend != "cupy":
+        return None
+    import cupy
+
+    return cupy.cuda.Device().synchronize
+
+
 def device_name(backend: str = "cupy") -> str:
     """The name of the device that runs ``backend``: the current CUDA device, "CPU simulator" or "cpu"."""
     if backend == SIMULATOR:

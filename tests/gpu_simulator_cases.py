@@ -200,11 +200,36 @@ def main(out: str) -> int:
         result = assemble(space, problem, backend="cudasim", approach=approach)
         arrays[f"slab-pq/{approach}/data"], arrays[f"slab-pq/{approach}/rhs"] = result.matrix.data, result.rhs
     arrays.update(_loads_alone())
+    arrays.update(_auto_choices())
     arrays.update(_kept_plans())
     arrays.update(_marches())
     np.savez(out, **arrays)
     print(f"GPU-SIMULATOR-CASES {n_assemblies} assemblies in {time.perf_counter() - start:.1f} s")
     return 0
+
+
+#: the default approach "auto": a case of few sub-simplices per element, and a coarse one (square:4 into 3)
+AUTO_CASES = ("2d-all-kinds", "2d-coarse")
+
+
+def auto_setup(name: str):
+    """(space, problem) of auto case ``name``: a case of :data:`CASES`, or 32 triangles in 3 elements."""
+    if name != "2d-coarse":
+        return case_setup(name)
+    mesh = agglomerate(from_spec("square:4"), 3)
+    return DGSpace(mesh, np.array([1, 2, 2])), all_kinds_problem(2)
+
+
+def _auto_choices() -> dict[str, np.ndarray]:
+    from polydg.assembly import assemble
+
+    arrays = {}
+    for name in AUTO_CASES:
+        space, problem = auto_setup(name)
+        result = assemble(space, problem, backend="cudasim")  # the default approach: "auto"
+        arrays[f"auto/{name}/approach"] = np.array(result.info["approach"])
+        arrays[f"auto/{name}/data"], arrays[f"auto/{name}/rhs"] = result.matrix.data, result.rhs
+    return arrays
 
 
 #: the load alone (``matrix=False``) on the device: the cases, and the PQ slab without its bottom face

@@ -29,8 +29,9 @@ from polydg import backend as bk
 from polydg.assembly import assemble
 from polydg.errors import OptionError
 
-from .gpu_simulator_cases import (CASES, LOAD_CASES, MARCH_CASES, PATTERN_CASES, PATTERN_FIELDS, case_setup,
-                                  load_setup, march_setup, pattern_setup, slab_pq_setup, variants)
+from .gpu_simulator_cases import (AUTO_CASES, CASES, LOAD_CASES, MARCH_CASES, PATTERN_CASES, PATTERN_FIELDS,
+                                  auto_setup, case_setup, load_setup, march_setup, pattern_setup, slab_pq_setup,
+                                  variants)
 
 REPO = Path(__file__).resolve().parents[1]
 F32_TOL = 1e-6
@@ -253,6 +254,20 @@ def test_a_pq_slab_on_the_device_matches_the_cpu(simulated, approach):
     cpu = assemble(space, problem, backend="numpy")
     assert _rel(simulated[f"slab-pq/{approach}/data"], cpu.matrix.data) <= 1e-13
     assert _rel(simulated[f"slab-pq/{approach}/rhs"], cpu.rhs) <= 1e-13
+
+
+def test_the_default_approach_on_the_device_is_rows_or_ordered_by_the_mesh(simulated):
+    """Approach "auto" on a GPU: the row kernels where elements have few sub-simplices (bitwise the rows
+    variant), the ordered sums on a coarse agglomerated mesh; both the CPU's matrix to 1e-13."""
+    assert str(simulated["auto/2d-all-kinds/approach"]) == "2"
+    assert np.array_equal(simulated["auto/2d-all-kinds/data"], simulated["2d-all-kinds/rows/data"])
+    assert str(simulated["auto/2d-coarse/approach"]) == "ordered"
+    for name in AUTO_CASES:
+        space, problem = auto_setup(name)
+        cpu = assemble(space, problem, backend="numpy")
+        assert cpu.info["approach"] == "2"  # the CPU's choice
+        assert _rel(simulated[f"auto/{name}/data"], cpu.matrix.data) <= 1e-13
+        assert _rel(simulated[f"auto/{name}/rhs"], cpu.rhs) <= 1e-13
 
 
 @pytest.mark.parametrize("approach", ["2", "atomic", "ordered"])
@@ -490,3 +505,41 @@ def test_gpu_executor_on_two_mpi_ranks_matches_the_cpu(tmp_path):
         assert np.array_equal(got[f"{approach}/indices"], cpu.matrix.indices)
         assert _rel(got[f"{approach}/data"], cpu.matrix.data) <= 1e-13
         assert _rel(got[f"{approach}/rhs"], cpu.rhs) <= 1e-13
+
+
+def test_kernel_launches_keep_numba_cudas_small_grid_warning_to_themselves():
+    """A small chunk, a small mesh and every compiling launch give grids that cannot fill a card: numba-cuda's
+    NumbaPerformanceWarning about them is polydg's business, not the user's (it flooded the H100 runs' logs),
+    while other warnings of a launch still reach the caller."""
+    script = """
+import warnings
+from numba.core.errors import NumbaPerformanceWarning
+from polydg.assembly.cuda_kernels import launch, warm
+
+class Kernel:
+    def __init__(self, category):
+        self.category, self.launched = category, []
+    def __getitem__(self, grid):
+        def run(*args):
+            warnings.warn("Grid size 1 will likely result in GPU under-utilization", self.category)
+            self.launched.append((grid, args))
+        return run
+
+with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    quiet = Kernel(NumbaPerformanceWarning)
+    launch(quiet, 5, "a")
+    warm(quiet, "a")
+    launch(quiet, 0, "a")  # no threads: no launch
+assert [args for _, args in quiet.launched] == [(5, "a"), (0, "a")], quiet.launched
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    launch(Kernel(UserWarning), 1)
+assert [w.category for w in caught] == [UserWarning], caught
+print("QUIET-LAUNCH-OK")
+"""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
+               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
+                         cwd=REPO)
+    assert run.returncode == 0 and "QUIET-LAUNCH-OK" in run.stdout, run.stdout + run.stderr

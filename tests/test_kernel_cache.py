@@ -136,6 +136,29 @@ def test_compilation_inside_a_timed_stage_is_moved_to_jit():
     assert abs(timer.t["jit"] - compiled) <= 1e-9
 
 
+def test_a_device_timer_waits_for_the_device_before_it_closes_a_stage():
+    """A GPU assembly's timer calls the device's synchronizer before each interval closes, so that queued
+    work is timed in the stage that queued it; the CPU's and the simulator's have none."""
+    import time
+
+    from polydg import backend as bk
+    from polydg.assembly.timing import Timer
+
+    assert bk.device_synchronizer("numpy") is None and bk.device_synchronizer("cudasim") is None
+    queued = []  # the device's work: 20 ms, run when waited for
+
+    def sync():
+        while queued:
+            time.sleep(queued.pop())
+
+    timer = Timer(sync=sync)
+    start = time.perf_counter()
+    queued.append(0.02)  # a stage queues work and returns at once
+    start = timer.add("quadrature_points", start)
+    timer.add("element_kernel", start)
+    assert timer.t["quadrature_points"] >= 0.02 > timer.t["element_kernel"]
+
+
 def test_the_python_api_warns_once_that_it_compiles_and_the_command_line_does_not(monkeypatch):
     import warnings
 

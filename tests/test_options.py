@@ -28,7 +28,7 @@ import mpi_options_cases as cases  # noqa: E402
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"approach": "3"}, "unknown approach '3'; choose one of 2, atomic, 1, ordered"),
+    ({"approach": "3"}, "unknown approach '3'; choose one of auto, 2, atomic, 1, ordered"),
     ({"precision": "half"}, "unknown precision 'half'; choose double or single"),
     ({"penalty_kind": "papr"}, "unknown penalty kind 'papr'; choose one of paper, classical"),
     ({"penalty": 0}, "penalty constant must be positive, got 0.0"),

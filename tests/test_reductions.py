@@ -27,8 +27,8 @@ def _space():
 
 
 def test_every_approach_is_a_registered_reduction():
-    assert APPROACHES == tuple(REDUCTIONS) == ("2", "atomic", "1", "ordered")
-    rows, atomic, coo, ordered = (reduction(name) for name in APPROACHES)
+    assert APPROACHES == ("auto",) + tuple(REDUCTIONS) and tuple(REDUCTIONS) == ("2", "atomic", "1", "ordered")
+    rows, atomic, coo, ordered = (reduction(name) for name in REDUCTIONS)
     assert rows.deterministic and rows.fills_pattern and rows.devices == ("cpu", "gpu")
     assert not atomic.deterministic and atomic.fills_pattern and atomic.devices == ("cpu", "gpu")
     assert coo.deterministic and not coo.fills_pattern and coo.devices == ("cpu",) and coo.gpu is None
@@ -41,7 +41,7 @@ def test_every_approach_is_a_registered_reduction():
 def test_each_approach_has_its_cpu_and_gpu_executors():
     """One entry per approach: a CPU executor for every one (the reference), a GPU executor or an explicit
     None (CPU only), each with the passes the executors run; the options place and refuse by it."""
-    for name in APPROACHES:
+    for name in REDUCTIONS:
         entry = reduction(name)
         assert entry.name == name and entry.summary
         assert isinstance(entry.cpu, type) and all(callable(getattr(entry.cpu, m, None))
@@ -56,7 +56,7 @@ def test_each_approach_has_its_cpu_and_gpu_executors():
             assert entry.devices == ("cpu", "gpu") and entry.gpu is not entry.cpu
             assert isinstance(entry.gpu, type) and all(callable(getattr(entry.gpu, m, None))
                                                        for m in ("volume", "interior_faces", "boundary"))
-    assert [reduction(n).gpu is not None for n in APPROACHES] == [True, True, False, True]
+    assert [reduction(n).gpu is not None for n in REDUCTIONS] == [True, True, False, True]
 
 
 def test_the_command_line_offers_the_registered_approaches():
@@ -67,10 +67,10 @@ def test_the_command_line_offers_the_registered_approaches():
 
 
 def test_an_unknown_approach_is_refused_with_the_registered_names():
-    with pytest.raises(OptionError, match=r"^unknown approach '3'; choose one of 2, atomic, 1, ordered$"):
+    with pytest.raises(OptionError, match=r"^unknown approach '3'; choose one of auto, 2, atomic, 1, ordered$"):
         AssemblyOptions(approach="3")  # the options' own check, as before the registry
 
-    with pytest.raises(OptionError, match=r"unknown approach 'rows'; choose one of 2, atomic, 1, ordered"):
+    with pytest.raises(OptionError, match=r"unknown approach 'rows'; choose one of auto, 2, atomic, 1, ordered"):
         reduction("rows")
     with pytest.raises(OptionError, match="unknown approach"):
         assemble(_space(), builtin_problem("poisson", 2), approach="rows")
@@ -156,3 +156,32 @@ def test_the_ordered_sums_scratch_is_made_room_for_in_the_chunks_and_the_estimat
     without = assembly_estimate(space, dataclasses.replace(large, approach="2")).chunk
     simplex_scratch, face_scratch = scratch_bytes(large, nb)
     assert with_scratch - without == mesh.n_simplices * simplex_scratch + mesh.n_faces * face_scratch
+
+
+def test_approach_auto_chooses_the_deterministic_reduction_of_the_mesh_and_device():
+    """The default, "auto": the row kernels on the CPU, and on a GPU the row kernels for meshes of few
+    sub-simplices per element and the ordered sums for agglomerated ones (the measured choice, choice.py);
+    the assembly reports the approach that ran, and plans, chunks and estimates for it."""
+    from polydg.assembly.memory import assembly_estimate
+    from polydg.assembly.reductions.choice import ROWS_UP_TO, chosen_approach
+    from polydg.mesh import build_polytopic_mesh
+
+    assert AssemblyOptions().approach == "auto"
+    agglomerated, simplices = _space(), DGSpace(build_polytopic_mesh(unit_square(6)), 1)
+    assert agglomerated.mesh.n_simplices > ROWS_UP_TO * agglomerated.mesh.n_elements
+    gpu = AssemblyOptions(backend="cupy")  # not resolved: this machine need not have a GPU
+    assert gpu.for_space(agglomerated).approach == "ordered" and gpu.for_space(simplices).approach == "2"
+    assert AssemblyOptions().for_space(agglomerated).approach == "2"  # the CPU's
+    for name in REDUCTIONS:  # a named approach is kept, wherever it runs
+        assert AssemblyOptions(approach=name).for_space(agglomerated).approach == name
+        assert chosen_approach(name, agglomerated, "cupy") == name
+    with pytest.raises(OptionError, match='approach "auto" is chosen for a space'):
+        AssemblyOptions().reduction
+    # the estimate of a GPU assembly counts the scratch of the reduction "auto" runs there
+    assert assembly_estimate(agglomerated, gpu).chunk == assembly_estimate(
+        agglomerated, gpu.replace(approach="ordered")).chunk > assembly_estimate(
+        agglomerated, gpu.replace(approach="2")).chunk
+    result = assemble(agglomerated, builtin_problem("poisson", 2))
+    assert result.info["approach"] == "2" and result.info["options"]["approach"] == "auto"
+    rows = assemble(agglomerated, builtin_problem("poisson", 2), approach="2")
+    assert np.array_equal(result.matrix.data, rows.matrix.data)

@@ -15,6 +15,8 @@ from polydg.partition import agglomerate
 from polydg.problem import Problem, builtin_problem
 from polydg.spacetime import march, shifted_slab, slab_mesh, slab_problem, time_plane_rule, trace_values
 
+from .conftest import TEST_BACKEND
+
 
 @pytest.fixture(scope="module")
 def space_mesh():
@@ -229,6 +231,8 @@ def test_the_factorisation_is_reused_while_the_matrix_is_unchanged(space_mesh, r
     problem = Problem("r", diffusion=1.0, reaction=reaction, source=1.0, space_time=True, initial=0.0)
     result = march(space_mesh, problem, 1, n_slabs=3, final_time=0.3)
     assert result.info["factorisations"] == factorisations
+    if assembled == "load" and TEST_BACKEND != "numpy":
+        assembled = "matrix+load"  # a GPU march fingerprints no callable (march._KeptMatrix): it assembles again
     assert result.info["assembled_per_slab"] == ["matrix+load"] + [assembled] * 2
 
 

@@ -162,9 +162,9 @@ class Assembler:
         scope = AssemblyScope() if scope is None else scope
         if not isinstance(scope, AssemblyScope):
             raise OptionError(f"scope must be an AssemblyScope, got {type(scope).__name__}")
-        entry = reduction(options.approach)  # the approach's registered reduction: its executors
+        run = options.resolved().for_space(space)  # backend and approach "auto" decided; 1 refused on a GPU
+        entry = reduction(run.approach)  # the approach's registered reduction: its executors
         scope.check(space.mesh, entry, scope.load_boundary_faces is None)
-        run = options.resolved()  # "auto" decided; approach 1 refused on a GPU
         if run.backend == "cupy":  # a chunk's points and coefficients must also fit the device's free memory
             run = run.replace(memory_budget_mb=min(run.memory_budget_mb, bk.free_memory_bytes("cupy") / 2**20 / 4))
         state = self.__dict__
@@ -265,7 +265,7 @@ class Assembler:
             check_assembly_memory(space, run, elements, matrix)  # a one-line refusal of what cannot fit, before allocating
         if workspace is None:
             workspace = self._workspace  # points and coefficients of one chunk at a time, reused by the next
-        timer = Timer()
+        timer = Timer(sync=bk.device_synchronizer(run.backend))  # a GPU's stages timed when the device is done
         t = time.perf_counter()
         compile_pattern_kernels()
         compile_point_kernels(d)
@@ -289,6 +289,8 @@ class Assembler:
                                               kept_points=kept,
                                               device_tables=self._device_tables.setdefault(id(layout), {}))
 
+        if timer.sync is not None:  # the total ends when the device's last queued work has run
+            timer.sync()
         tt = timer.t
         tt["total_kernels"] = tt["element_kernel"] + tt["interior_kernel"] + tt["boundary_kernel"] + tt["inflow_kernel"]
         tt["total_assembly"] = time.perf_counter() - t_all - (tt["jit"] - jit_before_start)
@@ -298,7 +300,7 @@ class Assembler:
             "backend": run.backend,
             "device": bk.device_name(run.backend),
             "versions": bk.backend_versions(run.backend),  # CuPy, numba-cuda, CUDA: empty on the CPU
-            "approach": options.approach,
+            "approach": run.approach,  # the one that ran ("auto" chooses)
             "penalty": {"constant": options.penalty, "kind": options.penalty_kind},
             "quadrature_extra": options.quadrature_extra,
             "chunks": len(plan.chunks),
@@ -372,7 +374,7 @@ class Assembler:
             options = self._options.resolved()
             if options.precision != "double":
                 raise OptionError("a nonlinear problem is linearised in double precision (precision 'double')")
-            if self._run.backend == "numpy" and options.approach == "2":
+            if self._run.backend == "numpy" and self._run.approach == "2":
                 layout = self.layout(True)
             else:
                 rows = AssemblyScope(elements=self._scope.elements, column_numbering=self._scope.column_numbering)

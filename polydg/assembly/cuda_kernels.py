@@ -41,11 +41,14 @@ the right one, as on the CPU.
 
 from __future__ import annotations
 
+import warnings
+from contextlib import contextmanager
 from functools import lru_cache
 from types import SimpleNamespace
 
 import numpy as np
 from numba import config, cuda, from_dtype  # ``cuda`` at module level: the simulator swaps it while a kernel runs
+from numba.core.errors import NumbaPerformanceWarning
 
 from ..backend import numpy_aliases_for_numba_cuda
 from ..basis import basis_indices, element_box_tables, eval_basis_point_scaled, legendre_recurrence
@@ -202,10 +205,26 @@ def _atomic_vec(rhs, first, vec, n):
 # the kernels, per (dimension, largest degree, dtype)
 
 
+@contextmanager
+def _small_grids_expected():
+    """numba-cuda warns of grids too small to fill the card; ours are small by design where a chunk, a mesh
+    or a compiling launch is (the warning would reach the user at every one)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumbaPerformanceWarning)
+        yield
+
+
 def launch(kernel, n: int, *args) -> None:
     """Run ``kernel`` with at least ``n`` threads (one per element or entity), ``THREADS`` per block."""
     if n > 0:
-        kernel[(n + THREADS - 1) // THREADS, THREADS](n, *args)
+        with _small_grids_expected():
+            kernel[(n + THREADS - 1) // THREADS, THREADS](n, *args)
+
+
+def warm(kernel, *args) -> None:
+    """Compile ``kernel`` for ``args`` (those after its thread count) by one launch whose thread returns."""
+    with _small_grids_expected():
+        kernel[1, 1](0, *args)
 
 
 @lru_cache(maxsize=None)
@@ -494,4 +513,4 @@ def fill_pattern_indices(row_element, *args) -> None:
 def warm_pattern_indices(xp) -> None:
     """Compile :func:`pattern_indices` (one launch whose thread returns), so that its JIT is not timed as indices."""
     z = xp.zeros(1, dtype=np.int64)
-    pattern_indices[1, 1](0, *(z,) * 10)
+    warm(pattern_indices, *(z,) * 10)

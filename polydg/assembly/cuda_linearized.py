@@ -17,19 +17,18 @@ from functools import lru_cache
 from types import SimpleNamespace
 
 import numpy as np
-from numba import config, cuda, from_dtype
+from numba import cuda, from_dtype
 
 from .. import backend as bk
 from ..backend import contiguous, numpy_aliases_for_numba_cuda
 from ..basis import basis_indices, element_box_tables, eval_basis_point_scaled, legendre_recurrence
 from . import linearization as forms
+from .cuda_kernels import launch, warm
 from .linearization import PointForms
 from .linearized_passes import HostExecutor
 from .plan import AssemblyPlan
 from .points import PointBatch, simplex_points_on
 from .timing import Timer
-
-THREADS = 32 if config.ENABLE_CUDASIM else 128
 
 numpy_aliases_for_numba_cuda()  # before numba-cuda's CUDA target first loads (at the first compilation)
 
@@ -98,11 +97,6 @@ def _add_block(data, pos, width, block, nr, nc):
     for i in range(nr):
         for j in range(nc):
             data[pos + i * width + j] += block[i, j]
-
-
-def launch(kernel, n: int, *args) -> None:
-    if n > 0:
-        kernel[(n + THREADS - 1) // THREADS, THREADS](n, *args)
 
 
 @lru_cache(maxsize=None)
@@ -337,7 +331,7 @@ class DeviceExecutor:
         kernel = getattr(self.kernels, name)
         if name not in self._warm:  # the first launch compiles: timed apart
             t = time.perf_counter()
-            kernel[1, 1](0, *args)
+            warm(kernel, *args)
             self.synchronize()
             self.timer.add("jit", t)
             self._warm.add(name)

@@ -29,7 +29,6 @@ from typing import Callable
 import numpy as np
 
 from .. import backend as bk
-from ..errors import OptionError
 from .arguments import Points, Values, plan_arguments
 from .coefficients import Coefficients, DeviceCoefficients
 from .passes import boundary_modes, contributing_boundary_faces
@@ -102,11 +101,11 @@ class DeviceContext:
 
     def run_kernel(self, kernel, name: str, n: int, key: str, *args) -> None:
         """Launch ``kernel`` on ``n`` threads, timed as ``key``; its first launch compiles (timed as ``jit``)."""
-        from .cuda_kernels import launch
+        from .cuda_kernels import launch, warm
 
         if name not in self._warm:  # one launch whose threads all return: numba-cuda compiles it here
             t = time.perf_counter()
-            kernel[1, 1](0, *args)
+            warm(kernel, *args)
             self.synchronize()
             self.timer.add("jit", t)
             self._warm.add(name)

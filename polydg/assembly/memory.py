@@ -192,6 +192,7 @@ def assembly_estimate(space, options, elements: np.ndarray | None = None, matrix
     from .plan import BYTES_PER_POINT, face_rule_degrees, scratch_bytes
     from .points import point_counts
 
+    options = options.for_space(space)  # the backend and reduction that run
     mesh = space.mesh
     elements = np.arange(mesh.n_elements) if elements is None else np.asarray(elements, dtype=np.int64)
     nb = space.element_dofs

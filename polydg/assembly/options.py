@@ -48,14 +48,16 @@ from .. import backend as bk
 from ..errors import OptionError
 from .penalty import PENALTY_KINDS
 from .reductions import REDUCTIONS, gpu_reductions, reduction
+from .reductions.choice import AUTO, chosen_approach
 
-#: the approaches: the registered reductions (:mod:`polydg.assembly.reductions`), the default first
-APPROACHES = tuple(REDUCTIONS)
+#: the approaches: "auto" (the default: :mod:`polydg.assembly.reductions.choice`), then the registered
+#: reductions (:mod:`polydg.assembly.reductions`)
+APPROACHES = (AUTO,) + tuple(REDUCTIONS)
 #: the working precisions and their dtypes
 PRECISIONS = {"double": np.float64, "single": np.float32}
 
 #: the built-in defaults of the fields (backend: see :class:`AssemblyOptions`)
-_BUILT_IN = {"approach": "2", "precision": "double", "penalty": 10.0, "penalty_kind": "classical",
+_BUILT_IN = {"approach": AUTO, "precision": "double", "penalty": 10.0, "penalty_kind": "classical",
              "quadrature_extra": 0, "memory_budget_mb": 1024.0, "backend": "numpy", "to_host": False}
 #: the session's defaults, over the built-in ones (set_default_options, default_options)
 _session: dict[str, Any] = {}
@@ -69,8 +71,10 @@ def _default(name: str):
 class AssemblyOptions:
     """The user's choices of an assembly; checked once, when it is made (:class:`~polydg.errors.OptionError`).
 
-    approach : "2" (default: row kernels, bitwise reproducible), "atomic" (the paper's
-        scatter-add) or "1" (the COO baseline, CPU only)
+    approach : "auto" (default: the deterministic reduction for the mesh and device, chosen when the
+        assembly runs: :mod:`~polydg.assembly.reductions.choice`), "2" (row kernels, bitwise
+        reproducible), "ordered" (on a GPU, entity blocks summed per element in a fixed order; bitwise
+        reproducible), "atomic" (the paper's scatter-add) or "1" (the COO baseline, CPU only)
     precision : "double" (default) or "single"
     penalty : C_sigma, the penalty constant (default 10)
     penalty_kind : "classical" (default, C_sigma a p^2 / h_K) or "paper" (Appendix A, faces
@@ -105,9 +109,10 @@ class AssemblyOptions:
     def __post_init__(self):
         approach = str(self.approach)  # approach=2 reads as "2"
         backend, to_host = self.backend, self.to_host
-        entry = reduction(approach)  # the approach's registered reduction; an unknown name is refused here
+        entry = None if approach == AUTO else reduction(approach)  # an unknown name is refused here
         if backend is None:  # the session's placement; a reduction without a GPU executor runs on the CPU
-            backend = "numpy" if entry.gpu is None else _session.get("backend", _BUILT_IN["backend"])
+            cpu_only = entry is not None and entry.gpu is None
+            backend = "numpy" if cpu_only else _session.get("backend", _BUILT_IN["backend"])
             to_host = _session.get("to_host", _BUILT_IN["to_host"]) if to_host is None else to_host
         values = {"approach": approach, "backend": backend, "to_host": bool(to_host),
                   "penalty": _number(self.penalty, "penalty constant must be positive"),
@@ -119,7 +124,7 @@ class AssemblyOptions:
 
     def _validate(self) -> None:
         """The one validation: each value in its range, and the combinations that cannot run."""
-        entry = reduction(self.approach)  # OptionError for an unknown approach
+        entry = None if self.approach == AUTO else reduction(self.approach)  # OptionError for an unknown one
         if self.precision not in PRECISIONS:
             raise OptionError(f"unknown precision {self.precision!r}; choose double or single")
         if self.penalty_kind not in PENALTY_KINDS:
@@ -132,14 +137,17 @@ class AssemblyOptions:
             raise OptionError(f"memory budget must be positive, got {self.memory_budget_mb} MB")
         if self.backend not in bk.BACKENDS + (bk.SIMULATOR,):
             raise OptionError(f"unknown backend {self.backend!r}; choose one of {', '.join(bk.BACKENDS)}")
-        if entry.gpu is None and bk.is_device(self.backend):
+        if entry is not None and entry.gpu is None and bk.is_device(self.backend):
             *others, last = gpu_reductions()
             named = f"{', '.join(others)} or {last}" if others else last
             raise OptionError(f"approach {self.approach!r} runs on the CPU only; on a GPU use approach {named}")
 
     @property
     def reduction(self):
-        """The registered reduction that ``approach`` names (a :class:`~polydg.assembly.reductions.Reduction`)."""
+        """The registered reduction that ``approach`` names (a :class:`~polydg.assembly.reductions.Reduction`);
+        "auto" names one only for a space: :meth:`for_space`."""
+        if self.approach == AUTO:
+            raise OptionError('approach "auto" is chosen for a space: use options.for_space(space).reduction')
         return reduction(self.approach)
 
     @property
@@ -155,6 +163,15 @@ class AssemblyOptions:
         """These options with the backend that will run: "auto" decided, and the choice checked here
         (:func:`polydg.backend.resolve_backend`; ``say`` hears what "auto" chose)."""
         return self.replace(backend=bk.resolve_backend(self.backend, say=say))
+
+    def for_space(self, space, say=None) -> AssemblyOptions:
+        """These options with approach "auto" replaced by the reduction it chooses for the mesh of ``space``
+        on their backend (:func:`~polydg.assembly.reductions.choice.chosen_approach`; backend "auto"
+        :meth:`resolved` first, ``say`` hearing what it chose); other approaches as they are."""
+        if self.approach != AUTO:
+            return self
+        run = self.resolved(say=say) if self.backend == "auto" else self
+        return run.replace(approach=chosen_approach(AUTO, space, run.backend))
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict (JSON-ready: the summary's ``assembly_options``)."""

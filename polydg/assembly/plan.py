@@ -135,6 +135,7 @@ def layout_plan(space, options: AssemblyOptions, scope: AssemblyScope | None = N
     """
     scope = AssemblyScope() if scope is None else scope
     timer = Timer() if timer is None else timer
+    options = options.for_space(space)  # the backend and reduction that run
     backend, dtype, quadrature_extra = options.backend, options.dtype, options.quadrature_extra
     mesh = space.mesh
     d, n_el = mesh.dim, mesh.n_elements

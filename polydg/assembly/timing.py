@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 from ..jit import compiled_within
 
@@ -18,13 +19,20 @@ class Timer:
     Compilation of polydg's functions inside an interval (:func:`polydg.jit.compiled_within`: a kernel
     that was not warmed first, e.g. Approach 1's triplets) is moved from its stage to ``jit``, so that
     no stage, and no total, counts it.
+
+    ``sync`` (a GPU assembly's: :func:`polydg.backend.device_synchronizer`) waits for the device's queued
+    work before an interval closes: array calls return before the device has run them, and their time
+    belongs to the stage that queued them, not to the next one that waits.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, sync: Callable[[], None] | None = None) -> None:
         self.t = dict.fromkeys(TIMING_KEYS, 0.0)
+        self.sync = sync
         self._moved_until = time.perf_counter()  # compilation up to here is in "jit" already
 
     def add(self, key: str, start: float) -> float:
+        if self.sync is not None:
+            self.sync()
         now = time.perf_counter()
         compiled = 0.0 if key == "jit" else compiled_within(start, now)
         self.t[key] += now - start - compiled

@@ -75,10 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "double)")
     # the registered reductions (polydg.assembly.reductions), written out so that parsing imports no compiled
     # layer; tests/test_reductions.py checks that they agree
-    a.add_argument("--approach", default="2", choices=("2", "atomic", "1", "ordered"),
-                   help="2: reproducible row kernels (default); atomic: scatter-add; 1: COO baseline; ordered: on a "
-                        "GPU, entity blocks summed per element in a fixed order (reproducible; for agglomerated "
-                        "meshes)")
+    a.add_argument("--approach", default="auto", choices=("auto", "2", "atomic", "1", "ordered"),
+                   help="auto (default): the reproducible reduction for the mesh and device (2, or on a GPU "
+                        "ordered for agglomerated meshes); 2: reproducible row kernels; atomic: scatter-add; 1: "
+                        "COO baseline; ordered: on a GPU, entity blocks summed per element in a fixed order "
+                        "(reproducible)")
     a.add_argument("--backend", default="numpy", choices=("numpy", "cupy", "auto"),
                    help="numpy (default), cupy (GPU: the matrix stays on the device and --solve solves there), "
                         "or auto (cupy when a GPU is usable)")

@@ -31,6 +31,7 @@ from ..assembly.assembler import Assembler, AssemblyResult
 from ..assembly.options import AssemblyOptions, assembly_options
 from ..assembly.passes import expand_ranges
 from ..assembly.reductions import reduction
+from ..assembly.reductions.choice import AUTO
 from ..assembly.scope import AssemblyScope
 from ..errors import OptionError
 from ..partition.ranks import balance, element_work, rank_partition
@@ -176,6 +177,11 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
     jit = time.perf_counter() - t0
     with collective_phase(comm):
         options = assembly_options(options, choices)  # the same check, and error, on every rank
+        chosen = None
+        if rank == root and options.approach == AUTO:  # chosen once, from the whole mesh: every rank runs it
+            chosen = reuse.info["approach"] if reuse is not None else options.for_space(space).approach
+    if options.approach == AUTO:
+        options = options.replace(approach=comm.bcast(chosen, root=root))
     if reuse is not None:  # the same space, partition and parts as a previous call
         part, ranks = reuse.part, reuse.info.get("element_ranks")
         timings = {"partition": 0.0, "distribute": 0.0}

@@ -8,6 +8,7 @@ from typing import Callable
 from ... import backend as bk
 from ...errors import OptionError
 from ..passes import assemble_on_host
+from .choice import AUTO
 
 #: the reduction that forms a load vector alone (``assemble(..., matrix=False)``) on the CPU: the row kernels,
 #: which can skip every block (on a GPU each reduction's executor forms it, its kernels told to skip the blocks);
@@ -83,7 +84,7 @@ def reduction(name) -> Reduction:
     name = str(name)
     entry = REDUCTIONS.get(name)
     if entry is None:
-        raise OptionError(f"unknown approach {name!r}; choose one of {', '.join(REDUCTIONS)}")
+        raise OptionError(f"unknown approach {name!r}; choose one of {', '.join((AUTO, *REDUCTIONS))}")
     return entry
 
 
