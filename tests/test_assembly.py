@@ -303,6 +303,27 @@ def test_chunk_interfaces_are_the_interfaces_with_a_side_in_the_chunk(spec, n_ag
             assert got.dtype == np.int64 and np.array_equal(got, expected), (e_lo, e_hi)
 
 
+def test_vanishing_boundary_faces_are_those_whose_every_product_vanishes():
+    """The boundary faces left out of a pass (constant A: every A_kl n_l zero; constant b: every b_k n_k >= 0)
+    are those of the product definition, on a slab's normals and on random ones with zero components; a
+    non-finite A leaves none out (its products are NaN: the assembly's finite check must see them)."""
+    from polydg.assembly.passes import _diffusion_vanishes, _inflow_vanishes
+    from polydg.spacetime import slab_mesh
+
+    rng = np.random.default_rng(7)
+    slab = slab_mesh(agglomerate(from_spec("square:4"), 5), 0.0, 0.1).face_normal
+    noisy = rng.normal(size=(400, 3)) * (rng.random((400, 3)) < 0.6)
+    for normal in (slab, noisy):
+        two_columns = rng.normal(size=(3, 3)) * np.eye(3)[[0, 0, 2]]
+        for A in (np.diag([1.0, 2.0, 0.0]), np.eye(3), np.zeros((3, 3)), two_columns):
+            expected = np.all(A[None, :, :] * normal[:, None, :] == 0.0, axis=(1, 2))
+            assert np.array_equal(_diffusion_vanishes(A, normal), expected)
+        for b in (np.array([0.3, -0.2, 1.0]), np.array([0.0, 0.0, 1.0]), np.zeros(3), np.array([np.nan, 0, 1])):
+            assert np.array_equal(_inflow_vanishes(b, normal), np.all(b[None, :] * normal >= 0.0, axis=1))
+    assert _diffusion_vanishes(np.diag([1.0, 1.0, 0.0]), slab).any()  # a slab's top and bottom faces
+    assert not _diffusion_vanishes(np.diag([np.inf, 1.0, 0.0]), slab).any()
+
+
 def test_classical_penalty_is_the_formula_and_boundary_vertices_are_distinct():
     from polydg.assembly.penalty import face_penalty
 

@@ -196,7 +196,9 @@ def boundary_face_pass(ctx: DeviceContext, passes, mode: int, key: str) -> None:
     where they can be non-zero (``passes.contributing_boundary_faces``, as on the host); the others keep
     ``face_local`` -1 and the kernels leave them out."""
     plan, timer, mesh = ctx.plan, ctx.timer, ctx.plan.mesh
+    t = time.perf_counter()
     contributing = contributing_boundary_faces(plan, mode)
+    timer.add("coefficients", t)  # the faces the constant coefficients leave out: the problem's, not the plan's
     for ci, (e_lo, e_hi) in enumerate(plan.chunks):
         f0, f1 = int(plan.boundary_offsets[e_lo]), int(plan.boundary_offsets[e_hi])
         faces = np.arange(f0, f1, dtype=np.int64)

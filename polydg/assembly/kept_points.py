@@ -74,6 +74,11 @@ class KeptPoints:
         subset = PointBatch(batch.x[rows], batch.weight[rows], offsets)
         return (subset, subset.x if X is batch.x else X[rows], subset.weight if W is batch.weight else W[rows])
 
+    def faces(self, key: tuple) -> np.ndarray | None:
+        """The faces whose points are kept under ``key`` (None: none kept, or a volume batch)."""
+        found = self._batches.get(key)
+        return None if found is None else found[3]
+
     def put(self, key: tuple, faces: np.ndarray | None, batch: PointBatch, X: np.ndarray,
             W: np.ndarray) -> tuple[PointBatch, np.ndarray, np.ndarray]:
         """Keep copies of a batch made in work arrays (which the next chunk overwrites); returns them.  A batch

@@ -127,8 +127,8 @@ def plan_assembly(space, problem, options: AssemblyOptions, scope: AssemblyScope
 
 def layout_plan(space, options: AssemblyOptions, scope: AssemblyScope | None = None, *,
                 timer: Timer | None = None, matrix: bool = True) -> AssemblyPlan:
-    """The part of a plan that no problem changes: rows, tables, rule degrees, pattern (timed as
-    ``indices``) and chunks; its ``problem`` is None and its penalty zero (see :func:`plan_assembly`).
+    """The part of a plan that no problem changes: rows, tables, rule degrees, pattern and chunks (all timed
+    as ``indices``); its ``problem`` is None and its penalty zero (see :func:`plan_assembly`).
 
     Rule degrees follow the space's degrees and ``quadrature_extra`` alone, and the chunks the
     rules and the memory budget, so one layout serves every problem on ``space``.
@@ -159,14 +159,14 @@ def layout_plan(space, options: AssemblyOptions, scope: AssemblyScope | None = N
     adj_interface = xp.full(len(pattern.adj_col), -1, dtype=np.int64)
     adj_interface[pattern.interface_entry[:, 0]] = xp.arange(mesh.n_interfaces, dtype=np.int64)
     adj_interface[pattern.interface_entry[:, 1]] = xp.arange(mesh.n_interfaces, dtype=np.int64)
-    timer.add("indices", t)
 
+    # the rest of the layout (rule degrees, boundary offsets, chunks) is timed with the pattern as indices
     n_int = mesh.n_interior_faces
     b_el = mesh.face_elements[n_int:, 0]
     q_element = default_degree(rule_degree, quadrature_extra)
     face_q = face_rule_degrees(rule_degree, mesh.face_elements, quadrature_extra)
     no_penalty = np.zeros(mesh.n_faces)
-    return AssemblyPlan(
+    layout = AssemblyPlan(
         space=space, problem=None, approach=options.approach, dtype=dtype, elements=elements, table=table, rec=rec,
         moments=moment_tables(space.max_degree, d, dtype, basis), pattern=pattern, adj_interface=adj_interface,
         face_penalty=no_penalty, sigma=no_penalty.astype(dtype),
@@ -179,6 +179,8 @@ def layout_plan(space, options: AssemblyOptions, scope: AssemblyScope | None = N
         face_q=face_q, chunks=element_chunks(mesh, q_element, face_q, options.memory_budget_mb, elements,
                                              scratch_bytes(options, len(table))),
         matrix=matrix, load_boundary_faces=scope.load_boundary_faces, options=options)
+    timer.add("indices", t)
+    return layout
 
 
 def face_rule_degrees(degree: np.ndarray, face_elements: np.ndarray, extra: int) -> np.ndarray:
