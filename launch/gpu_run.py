@@ -1108,8 +1108,9 @@ def stage_bench(stage: Stage) -> None:
         try:
             space, problem = build()
             rows[label]["cpu"] = cpu_total(space, problem, 2)
-            default = rows[label][f"gpu-{rows[label]['default']}"]["total_assembly"]  # approach "auto"'s
-            rows[label]["gpu_over_cpu"] = default / rows[label]["cpu"]["total_assembly"]
+            default = rows[label].get(f"gpu-{rows[label].get('default')}", {}).get("total_assembly")  # "auto"'s
+            if default is not None:
+                rows[label]["gpu_over_cpu"] = default / rows[label]["cpu"]["total_assembly"]
             say(f"bench {label}: CPU 2 threads {rows[label]['cpu']['total_assembly']:.4f} s")
         except Exception as exc:
             rows[label]["cpu"] = {"error": f"{type(exc).__name__}: {exc}"}

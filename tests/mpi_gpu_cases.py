@@ -40,7 +40,7 @@ def main(out: str) -> None:
     root = comm.Get_rank() == 0
     space, problem = space_and_problem()
     arrays = {}
-    for approach in ("2", "atomic"):
+    for approach in ("2", "atomic", "auto"):
         # alternate elements between the ranks: each rank's owned elements have halo elements between them
         ranks = np.arange(space.mesh.n_elements) % comm.Get_size()
         result = assemble_distributed(space if root else None, problem, comm, ranks=ranks if root else None,
@@ -55,6 +55,9 @@ def main(out: str) -> None:
             arrays[f"{approach}/device_index"] = np.array([r["device_index"] for r in result.info["per_rank"]])
             arrays[f"{approach}/backend"] = np.array(result.info["backend"])
             arrays[f"{approach}/gaps"] = np.array(gaps)
+        ran = comm.gather(result.info["approach"], root=0)  # what each rank ran ("auto": rank 0's choice)
+        if root:
+            arrays[f"{approach}/ran"] = np.array(ran)
     if root:
         np.savez(out, **arrays)
         print("MPI-GPU-CASES done")

@@ -15,10 +15,11 @@ moments of the coefficients (``moments.py``), face blocks with the batched
 forms of ``batched.py``; ``forms.py`` holds the same mathematics one point
 at a time (the GPU's form; all three are tested against one another).
 
-Three reductions (``reductions/``, one registered module each) give the same
-matrix up to round-off:
+The reductions (``reductions/``, one registered module each) give the same
+matrix up to round-off; the default, ``"auto"``, chooses ``"2"`` on the CPU
+and ``"2"`` or ``"ordered"`` on a GPU (``reductions/choice.py``):
 
-* ``"2"`` (default): row kernels write each block once, in a fixed order;
+* ``"2"``: row kernels write each block once, in a fixed order;
   bitwise reproducible for any chunk size and thread count.
 * ``"atomic"``: the paper's Approach 2 as published: every sub-simplex and
   sub-face block is scatter-added into the precomputed pattern.

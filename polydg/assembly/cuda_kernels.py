@@ -5,7 +5,8 @@ One source of the mathematics: the device functions below are
 ``cuda.jit(device=True)`` (the CPU compiles the same source with
 ``numba.njit``).  Only the launch structure is the GPU's:
 
-* row kernels (the deterministic default, Approach 2): one thread per
+* row kernels (Approach 2, deterministic; "auto" runs them on meshes of few
+  sub-simplices per element): one thread per
   element sums its sub-simplices' (volume), its interfaces' faces' (interior)
   or its boundary faces' points into local blocks, in a fixed order, and adds
   each block once at its CSR position.  No two threads touch the same entry,
@@ -23,8 +24,9 @@ recurrence are constant memory (``cuda.const.array_like``).  Elements of
 lower degree use the leading entries (mixed degrees: both tables are
 hierarchical).  Arrays are device arrays: CuPy arrays on a GPU,
 NumPy arrays under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``, set
-before ``numba.cuda`` is first imported; this module imports it, so it is
-imported only by the GPU executor, ``cuda_passes.py``).
+before ``numba.cuda`` is first imported; this module imports it, so only the
+GPU path imports it: the executors ``cuda_passes.py``, ``cuda_sums.py`` and
+``cuda_linearized.py`` and the reductions' GPU executors).
 
 The kernels take the CPU's named structures (``arguments.py``: pattern,
 basis tables, faces, points, coefficients, values): a launch flattens a
@@ -41,14 +43,17 @@ the right one, as on the CPU.
 
 from __future__ import annotations
 
-import warnings
 from contextlib import contextmanager
 from functools import lru_cache
 from types import SimpleNamespace
 
 import numpy as np
 from numba import config, cuda, from_dtype  # ``cuda`` at module level: the simulator swaps it while a kernel runs
-from numba.core.errors import NumbaPerformanceWarning
+
+try:  # numba-cuda's own configuration (numba's, in the versions where they are one)
+    from numba.cuda.core import config as cuda_config
+except ImportError:  # pragma: no cover - older numba-cuda
+    cuda_config = config
 
 from ..backend import numpy_aliases_for_numba_cuda
 from ..basis import basis_indices, element_box_tables, eval_basis_point_scaled, legendre_recurrence
@@ -208,10 +213,14 @@ def _atomic_vec(rhs, first, vec, n):
 @contextmanager
 def _small_grids_expected():
     """numba-cuda warns of grids too small to fill the card; ours are small by design where a chunk, a mesh
-    or a compiling launch is (the warning would reach the user at every one)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NumbaPerformanceWarning)
+    or a compiling launch is (the warning would reach the user at every one).  Its own switch, as its tests
+    turn it: a ``warnings`` filter would reset the record of warnings already shown at every launch."""
+    before = getattr(cuda_config, "CUDA_LOW_OCCUPANCY_WARNINGS", 0)
+    cuda_config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+    try:
         yield
+    finally:
+        cuda_config.CUDA_LOW_OCCUPANCY_WARNINGS = before
 
 
 def launch(kernel, n: int, *args) -> None:

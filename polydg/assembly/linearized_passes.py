@@ -242,6 +242,7 @@ def linearize(plan: AssemblyPlan, problem, executor, u, *, penalty_at: Callable[
         _interior_pass(plan, executor, coefficients, sigma)
     _boundary_pass(plan, executor, coefficients, sigma)
     jacobian, residual = executor.results()
+    executor.synchronize()  # the total ends when the device's last queued work has run
     tt = timer.t
     del tt["_jit_mark"]
     tt["coefficients"] = tt["forms"]  # the coefficients and M, rho: the table's coefficients row

@@ -127,8 +127,9 @@ def plan_assembly(space, problem, options: AssemblyOptions, scope: AssemblyScope
 
 def layout_plan(space, options: AssemblyOptions, scope: AssemblyScope | None = None, *,
                 timer: Timer | None = None, matrix: bool = True) -> AssemblyPlan:
-    """The part of a plan that no problem changes: rows, tables, rule degrees, pattern and chunks (all timed
-    as ``indices``); its ``problem`` is None and its penalty zero (see :func:`plan_assembly`).
+    """The part of a plan that no problem changes: rows, tables, rule degrees, pattern and chunks (the pattern
+    and what follows it timed as ``indices``); its ``problem`` is None and its penalty zero (see
+    :func:`plan_assembly`).
 
     Rule degrees follow the space's degrees and ``quadrature_extra`` alone, and the chunks the
     rules and the memory budget, so one layout serves every problem on ``space``.

@@ -177,9 +177,11 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
     jit = time.perf_counter() - t0
     with collective_phase(comm):
         options = assembly_options(options, choices)  # the same check, and error, on every rank
+        asked = options  # as the user gave them (info["options"]'s approach: "auto" as on one process)
         chosen = None
         if rank == root and options.approach == AUTO:  # chosen once, from the whole mesh: every rank runs it
-            chosen = reuse.info["approach"] if reuse is not None else options.for_space(space).approach
+            chosen = (options.for_space(space).approach if space is not None  # (a reuse may come without it)
+                      else reuse.info["approach"])
     if options.approach == AUTO:
         options = options.replace(approach=comm.bcast(chosen, root=root))
     if reuse is not None:  # the same space, partition and parts as a previous call
@@ -237,7 +239,7 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
     timings.update(result.info["timings"])
     timings["jit"] += jit
 
-    info = dict(result.info)
+    info = dict(result.info, options=dict(result.info["options"], approach=asked.approach))  # "auto" as asked
     info.update(dofs=part.n_dofs, elements=part.n_elements, faces=part.n_faces, rank=rank, ranks=size, row_range=list(part.row_range),
                 owned_elements=int(len(part.submesh.owned)), halo_elements=int(len(part.submesh.halo)),
                 timings=timings, device=device["device"], device_index=device["device_index"])

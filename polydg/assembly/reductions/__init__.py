@@ -31,6 +31,6 @@ from __future__ import annotations
 
 from .registry import LOAD_ALONE, REDUCTIONS, Reduction, gpu_reductions, reduction, register
 
-from . import rows, atomic, coo, ordered  # noqa: E402,F401,I001  (each registers its entry; "2" first: the default)
+from . import rows, atomic, coo, ordered  # noqa: E402,F401,I001  (each registers its entry; "2" first: "auto"'s on the CPU)
 
 __all__ = ["LOAD_ALONE", "REDUCTIONS", "Reduction", "gpu_reductions", "reduction", "register"]

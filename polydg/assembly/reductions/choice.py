@@ -7,8 +7,10 @@ fastest deterministic path, while on agglomerated meshes of many sub-simplices
 per element most of the card idles behind the largest elements, and the
 ordered sums ("ordered": a thread per entity, then per matrix entry) are
 faster, by more as the degree grows. The rule reads the mesh alone (the mean
-number of sub-simplices per element), so every MPI rank and every slab of a
-march choose alike; docs/performance.md gives the measurements behind it.
+number of sub-simplices per element), so every slab of a march chooses alike;
+MPI ranks, each with its own part of the mesh, run what rank 0 chose from the
+whole one (``distributed/assembly.py``). docs/performance.md gives the
+measurements behind it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Approach 2, the default: row kernels, each element writing its rows' blocks once at their CSR positions.
+"""Approach 2 (what the default, "auto", runs on the CPU and on a GPU for meshes of few sub-simplices per
+element): row kernels, each element writing its rows' blocks once at their CSR positions.
 
 One parallel iteration (a CPU task's element, a GPU thread) per element
 sums its diagonal block over its sub-simplices and faces, and each
