@@ -86,8 +86,8 @@ def assemble(space, problem, options: AssemblyOptions | None = None, *, matrix: 
         from the same rules and the same compiled kernels, which then skip every block (no
         interior-face pass, no CSR values, no column indices).  For repeated loads with an
         unchanged matrix: a space-time march's slabs whose coefficients do not depend on t.
-        The default approach's load to round-off (by the row kernels whatever the ``approach``:
-        the three approaches' loads agree to round-off); CPU backend only
+        The default approach's load to round-off (on the CPU by the row kernels whatever the
+        ``approach``, on a GPU by the approach's own kernels: the approaches' loads agree to round-off)
     progress : called as ``progress(stage, done, total)`` after each chunk
     workspace : a :class:`~polydg.assembly.Workspace` to keep the work arrays
         (quadrature points, coefficient values) in from one call to the next,
