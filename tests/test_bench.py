@@ -33,6 +33,21 @@ def test_bench_assembly_tiny_run_with_baseline(tmp_path):
         assert timings["total_assembly"] > 0 and timings["indices"] >= 0
 
 
+def test_cpu_baseline_runs_the_gpu_benchs_cases_on_the_cpu(tmp_path):
+    """launch/cpu_baseline.py (the GPU-over-CPU ratios' denominators) on the GPU bench's tiny cases: each row's
+    figures, the approach the default ran, and stages that account for the total."""
+    out = tmp_path / "cpu.json"
+    run = subprocess.run([sys.executable, str(BENCH.parent / "cpu_baseline.py"), "--tiny", "--repeat", "1",
+                          "--only", "table5", "table2", "--json", str(out)], capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr
+    rows = json.loads(out.read_text())
+    assert {label.split()[0] for label in rows} == {"table5", "table2"} and len(rows) >= 3
+    for row in rows.values():
+        assert row["approach"] == "2" and row["dofs"] > 0 and row["total_assembly"] > 0
+        assert -1e-9 <= row["unstaged"] < row["total_assembly"]
+
+
 PROFILE = BENCH.parent / "profile_element_kernel.py"
 
 
