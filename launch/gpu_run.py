@@ -920,6 +920,8 @@ def bench_one(space, problem, backend: str, repeat: int, peak, bandwidth) -> dic
     kernel's rate and the values' bandwidth."""
     from bench_assembly import volume_flops
 
+    from polydg.assembly.timing import untimed
+
     from polydg import backend as bk
     from polydg.assembly import Workspace, assemble
     from polydg.assembly.points import point_counts
@@ -956,9 +958,7 @@ def bench_one(space, problem, backend: str, repeat: int, peak, bandwidth) -> dic
         del host, result, previous
         free_device_memory(backend)
         med.update(first_run=first_seconds, jit_first_run=jit, nnz=nnz, repeat=repeat)
-        # what no stage timed (Python between the stages, the CSR made at the end)
-        med["unstaged"] = med["total_assembly"] - sum(med[k] for k in ("total_kernels", "indices", "values",
-                                                                       "quadrature_points", "coefficients", "penalty"))
+        med["unstaged"] = untimed(med)  # what no stage timed
         ek, tk = med["element_kernel"], med["total_kernels"]
         med["volume_gflops"] = flops / ek / 1e9 if ek > 0 else None
         med["volume_fraction_of_fp64_peak"] = flops / ek / peak if ek > 0 and peak else None

@@ -26,6 +26,7 @@ from .linearized_passes import HostExecutor, linearize
 from .options import AssemblyOptions
 from .penalty import penalty_from_weights, penalty_weights
 from .plan import AssemblyPlan, layout_plan
+from .reductions.choice import AUTO
 from .result import AssemblyResult, size_record
 from .scope import AssemblyScope
 from .timing import Timer
@@ -106,7 +107,7 @@ def check_sided(problem, options: AssemblyOptions, scope: AssemblyScope) -> None
         raise OptionError(f"{what}: it is assembled on the CPU (backend numpy), the GPU backend has no sided executor")
     if options.precision != "double":
         raise OptionError(f"{what}: it is assembled in double precision, not {options.precision}")
-    if options.approach not in ("auto", "2"):  # "auto" is "2" on the CPU
+    if options.approach not in (AUTO, "2"):  # "auto" is "2" on the CPU
         raise OptionError(f"{what}: it is assembled by row kernels (approach 2), not approach {options.approach!r}")
     if scope.face_penalty_scale is not None or scope.load_boundary_faces is not None:
         raise OptionError(f"{what}: face_penalty_scale and load_boundary_faces (space-time slabs) are not supported")

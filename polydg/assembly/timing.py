@@ -40,3 +40,11 @@ class Timer:
             self.t["jit"] += compiled_within(max(start, self._moved_until), now)
         self._moved_until = max(self._moved_until, now)
         return now
+
+
+def untimed(timings: dict) -> float:
+    """Seconds of ``timings["total_assembly"]`` that no stage timed (Python between the stages, and on a
+    GPU work the stages left queued): the figure a split of the total into stages is judged by."""
+    return timings["total_assembly"] - sum(timings[k] for k in ("total_kernels", "indices", "values",
+                                                                "quadrature_points", "coefficients", "penalty"))
+
