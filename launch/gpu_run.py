@@ -61,6 +61,9 @@ for _p in (REPO / "launch", REPO / "tests", REPO):
 import numpy as np  # noqa: E402
 
 STAGES = ("device", "correctness", "tests", "kernels", "bench")
+#: the GPU reductions the bench times, and their names in its log
+BENCH_APPROACHES = ("2", "atomic", "ordered")
+BENCH_NAMES = {"2": "rows", "atomic": "atomic", "ordered": "ordered"}
 #: seconds per stage on an H100 (the simulator's tiny sizes need far less); the whole run: TOTAL.  From the
 #: H100 runs (docs/performance.md): device 3 s, correctness 99 s (one case short), tests 136 s (560 tests),
 #: kernels 44 s for 3 of 11 variants compiled side by side; the bench needs about 450 s for every row: a
@@ -190,6 +193,7 @@ class Stage:
         self.deadline = time.monotonic() + args.limit - 3
         self.jobs = args.jobs
         self.bench_only = getattr(args, "bench_only", None)
+        self.bench_approaches = getattr(args, "bench_approaches", None) or list(BENCH_APPROACHES)
         self.record: dict = {"status": "running", "summary": {}, "details": {}}
         self.save()
 
@@ -376,7 +380,7 @@ def task_assembly(name: str, backend: str, quick: bool) -> dict:
                                                                       got["rows-chunked"].matrix.data))
         check(checks, "chunked run has several chunks", got["rows-chunked"].info["chunks"] > 1)
     if backend == "cupy":  # the matrix left on the device (int32 CSR) equals the host copy
-        on_device = assemble(space, problem, backend=backend)
+        on_device = assemble(space, problem, backend=backend, approach="2")
         host = got["rows"]
         check(checks, "device CSR equals the host copy",
               np.array_equal(on_device.matrix.data.get(), host.matrix.data)
@@ -439,8 +443,11 @@ def task_slab(name: str, backend: str, quick: bool) -> dict:
         check(checks, f"{approach}: matrix vs CPU", rel_diff(r.matrix.data, cpu.matrix.data), F64_TOL)
         check(checks, f"{approach}: load vs CPU", rel_diff(r.rhs, cpu.rhs), F64_TOL)
         rows = r if approach == "2" else rows
-    again = assemble(space, problem, backend=backend, to_host=True)
+    again = assemble(space, problem, backend=backend, approach="2", to_host=True)
     check(checks, "rows bitwise repeatable", np.array_equal(again.matrix.data, rows.matrix.data))
+    default = assemble(space, problem, backend=backend, to_host=True)  # "auto": rows or the ordered sums
+    check(checks, f"default ({default.info['approach']}): matrix vs CPU", rel_diff(default.matrix.data,
+                                                                                 cpu.matrix.data), F64_TOL)
     return {"checks": checks, "dofs": int(space.n_dofs), "basis": space.basis, "dim": space.mesh.dim,
             "seconds": time.perf_counter() - t0}
 
@@ -914,8 +921,9 @@ def bench_nonlinear(space, problem, backend: str, repeat: int) -> dict:
     return out
 
 
-def bench_one(space, problem, backend: str, repeat: int, peak, bandwidth) -> dict:
-    """GPU timings of the GPU reductions (rows, atomic, ordered): medians of ``repeat`` after one run that
+def bench_one(space, problem, backend: str, repeat: int, peak, bandwidth,
+              approaches: tuple = BENCH_APPROACHES) -> dict:
+    """GPU timings of the GPU reductions ``approaches`` (rows, atomic, ordered): medians of ``repeat`` after one run that
     compiles; the result's move to the host apart; bitwise repeatability of the deterministic ones; the volume
     kernel's rate and the values' bandwidth."""
     from bench_assembly import volume_flops
@@ -966,7 +974,7 @@ def bench_one(space, problem, backend: str, repeat: int, peak, bandwidth) -> dic
         med["values_fraction_of_bandwidth"] = nnz * 8 / tk / bandwidth if tk > 0 and bandwidth else None
         return med
 
-    for approach in ("2", "atomic", "ordered"):  # each on its own: one failing keeps the others' figures
+    for approach in approaches:  # each on its own: one failing keeps the others' figures
         try:
             out[f"gpu-{approach}"] = one(approach)
         except Exception as exc:
@@ -1031,13 +1039,13 @@ def stage_bench(stage: Stage) -> None:
                                 "cpu_2_threads": n["cpu"]["wall"], "checks_failed":
                                 [c for c, v in n["checks"].items() if not v["ok"]]}
                 continue
-            g = r.get("gpu-2")
+            g = next((r[f"gpu-{a}"] for a in BENCH_APPROACHES if "total_assembly" in r.get(f"gpu-{a}", {})), None)
             if not g:
                 table[label] = r.get("status") or r.get("error")
                 continue
             line = {"dofs": r["dofs"], "default": r.get("default"), "gpu_default_total":
                     r.get(f"gpu-{r.get('default')}", {}).get("total_assembly"),
-                    "gpu_rows_total": g["total_assembly"], "gpu_atomic_total":
+                    "gpu_rows_total": r.get("gpu-2", {}).get("total_assembly"), "gpu_atomic_total":
                     r.get("gpu-atomic", {}).get("total_assembly"), "gpu_ordered_total":
                     r.get("gpu-ordered", {}).get("total_assembly"), "to_host": g["to_host"],
                     "kernels": g["total_kernels"]}
@@ -1076,11 +1084,13 @@ def stage_bench(stage: Stage) -> None:
                 summarise()
                 free_device_memory(backend)
                 continue
-            row.update(bench_one(space, problem, backend, repeat, peak, bandwidth))
+            default = chosen_approach("auto", space, backend)
+            approaches = tuple(a for a in BENCH_APPROACHES if a in stage.bench_approaches or a == default)
+            row.update(bench_one(space, problem, backend, repeat, peak, bandwidth, approaches))
             if table == "table5":  # what repeated assemblies of one space cost (a Newton or time loop's)
                 row["gpu-2-kept"] = bench_kept(space, problem, backend, repeat)
             # the default (approach "auto") runs one of the measured reductions: the targets are its
-            row["default"] = chosen_approach("auto", space, backend)
+            row["default"] = default
             total = row[f"gpu-{row['default']}"].get("total_assembly", float("inf"))
             for key, value in (("paper", paper), ("target", target)):
                 if isinstance(value, tuple):  # per million dofs
@@ -1095,12 +1105,11 @@ def stage_bench(stage: Stage) -> None:
             row = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-2000:]}
         row["seconds"] = time.perf_counter() - t
         rows[label] = row
-        g = row.get("gpu-2", {})
-        say(f"bench {label}: " + (f"{row['dofs']:,} dofs, rows {g['total_assembly']:.4f} s, atomic "
-                                  f"{row['gpu-atomic'].get('total_assembly', float('nan')):.4f} s, ordered "
-                                  f"{row['gpu-ordered'].get('total_assembly', float('nan')):.4f} s, to host "
-                                  f"{g['to_host']:.4f} s"
-                                  if g else str(row.get("error"))))
+        measured = {a: row[f"gpu-{a}"] for a in BENCH_APPROACHES if f"gpu-{a}" in row}
+        say(f"bench {label}: " + (f"{row['dofs']:,} dofs, " + ", ".join(
+            f"{BENCH_NAMES[a]} {m.get('total_assembly', float('nan')):.4f} s" for a, m in measured.items())
+            + f", to host {next(iter(measured.values())).get('to_host', float('nan')):.4f} s"
+            if measured else str(row.get("error"))))
         summarise()
         free_device_memory(backend)
     # 2-thread CPU totals of the same cases, where time is left (the GPU figures come first)
@@ -1118,7 +1127,7 @@ def stage_bench(stage: Stage) -> None:
             rows[label]["cpu"] = {"error": f"{type(exc).__name__}: {exc}"}
         summarise()
     summarise()
-    stage.finish(all("gpu-2" in r or ("nonlinear" in r and all(v["ok"] for v in r["nonlinear"]["checks"].values()))
+    stage.finish(all(any(f"gpu-{a}" in r for a in BENCH_APPROACHES) or ("nonlinear" in r and all(v["ok"] for v in r["nonlinear"]["checks"].values()))
                      for r in rows.values()))
 
 
@@ -1195,6 +1204,7 @@ def drive(args) -> int:
                    str(work), "--limit", f"{limit:.1f}", "--jobs", str(jobs)]
             cmd += ["--simulator"] * args.simulator + ["--quick"] * args.quick
             cmd += ["--bench-only", *args.bench_only] if args.bench_only and name == "bench" else []
+            cmd += ["--bench-approaches", *args.bench_approaches] if args.bench_approaches and name == "bench" else []
             # a stage of one process gives the host's stages (pattern, penalty, points) every core; a stage of
             # several, one thread per process
             threads = os.environ.get("OMP_NUM_THREADS") or str((os.cpu_count() or 1) if jobs == 1 else 1)
@@ -1262,6 +1272,8 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, help="processes per stage (default: by stage and machine)")
     ap.add_argument("--bench-only", nargs="+", metavar="TEXT", help="the bench's rows whose label holds one of "
                     "these (e.g. 'table4' 'cube:48' 'cube:38': what a first run left)")
+    ap.add_argument("--bench-approaches", nargs="+", choices=(*BENCH_APPROACHES, "auto"), help="the reductions "
+                    "the bench times besides the default's (\"auto\": the default's alone; default: all three)")
     ap.add_argument("--install-json", help="the install step's record (written by gpu_run.sh)")
     # internal: one stage, in its own process; the MPI ranks of the correctness stage
     ap.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)

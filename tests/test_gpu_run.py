@@ -107,3 +107,30 @@ def test_the_gpu_run_fits_its_budget():
     assert set(gpu_run.BUDGET) == set(gpu_run.STAGES) == set(gpu_run.SIMULATOR_BUDGET)
     for name in gpu_run.GPU_TEST_FILES:
         assert (REPO / name).is_file(), name
+
+
+def test_the_bench_times_the_named_reductions_and_the_default_and_the_profile_names_its_stages(tmp_path):
+    """``--bench-approaches atomic`` times atomic and the default's reduction (rows on Table 5's tetrahedra),
+    not the ordered sums; launch/gpu_profile.py profiles one assembly of a bench case and writes its stages
+    and hottest functions."""
+    out = tmp_path / "out"
+    env = dict(_env(), NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(REPO))
+    run = subprocess.run([sys.executable, str(REPO / "launch" / "gpu_run.py"), "--simulator", "--quick", "--out",
+                          str(out), "--stages", "bench", "--bench-only", "table5", "--bench-approaches", "atomic"],
+                         env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (row,) = json.loads((out / "results.json").read_text())["stages"]["bench"]["details"]["rows"].values()
+    assert row["default"] == "2" and {"gpu-2", "gpu-atomic"} <= set(row) and "gpu-ordered" not in row
+    lines = [x for x in run.stdout.splitlines() if x.startswith("bench table5") and "dofs" in x]
+    assert lines and all("rows" in x and "atomic" in x and "ordered" not in x for x in lines)
+    prof = subprocess.run([sys.executable, str(REPO / "launch" / "gpu_profile.py"), "table5", "--simulator",
+                           "--out", str(out), "--top", "5"], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=REPO)
+    assert prof.returncode == 0, prof.stdout[-3000:] + prof.stderr[-3000:]
+    (record,) = [json.loads(p.read_text()) for p in out.glob("profile-*.json")]
+    assert record["approach"] == "2" and record["launch_blocking"] == "1" and len(record["by_own_time"]) == 5
+    assert record["timings_profiled"]["total_assembly"] > 0 and (out / "profile-table5-cube-1-p-1.txt").is_file()
+    missing = subprocess.run([sys.executable, str(REPO / "launch" / "gpu_profile.py"), "no such case",
+                              "--simulator", "--out", str(out)], env=env, capture_output=True, text=True,
+                             timeout=300, cwd=REPO)
+    assert missing.returncode == 2 and "no bench case" in missing.stderr

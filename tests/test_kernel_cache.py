@@ -136,27 +136,29 @@ def test_compilation_inside_a_timed_stage_is_moved_to_jit():
     assert abs(timer.t["jit"] - compiled) <= 1e-9
 
 
-def test_a_device_timer_waits_for_the_device_before_it_closes_a_stage():
-    """A GPU assembly's timer calls the device's synchronizer before each interval closes, so that queued
-    work is timed in the stage that queued it; the CPU's and the simulator's have none."""
-    import time
-
+def test_a_device_assemblys_stages_do_not_wait_for_the_device_and_its_total_does(monkeypatch):
+    """The stages of a GPU assembly leave the device's queued work running (the host prepares the next chunk
+    meanwhile); the total waits for it, once, after the last stage.  The simulator's assembly with a
+    recording synchronizer in place of the GPU's (the CPU's and the simulator's have none)."""
     from polydg import backend as bk
+    from polydg.assembly import assemble
     from polydg.assembly.timing import Timer
+    from polydg.mesh import build_polytopic_mesh, from_spec
+    from polydg.problem import builtin_problem
+    from polydg.space import DGSpace
 
     assert bk.device_synchronizer("numpy") is None and bk.device_synchronizer("cudasim") is None
-    queued = []  # the device's work: 20 ms, run when waited for
-
-    def sync():
-        while queued:
-            time.sleep(queued.pop())
-
-    timer = Timer(sync=sync)
-    start = time.perf_counter()
-    queued.append(0.02)  # a stage queues work and returns at once
-    start = timer.add("quadrature_points", start)
-    timer.add("element_kernel", start)
-    assert timer.t["quadrature_points"] >= 0.02 > timer.t["element_kernel"]
+    waits = []
+    timer = Timer(sync=lambda: waits.append("stage"))
+    timer.add("element_kernel", timer.add("quadrature_points", 0.0))
+    assert waits == [] and timer.t["quadrature_points"] > 0
+    closes = []
+    real_add = Timer.add
+    monkeypatch.setattr(Timer, "add", lambda self, key, start: closes.append(key) or real_add(self, key, start))
+    monkeypatch.setattr(bk, "device_synchronizer", lambda backend: (lambda: waits.append(len(closes))))
+    space = DGSpace(build_polytopic_mesh(from_spec("square:2")), 1)
+    result = assemble(space, builtin_problem("poisson", 2), backend="numpy")
+    assert waits == [len(closes)] and result.info["timings"]["total_assembly"] > 0  # once, after every stage
 
 
 def test_the_python_api_warns_once_that_it_compiles_and_the_command_line_does_not(monkeypatch):

@@ -266,7 +266,7 @@ class Assembler:
             check_assembly_memory(space, run, elements, matrix)  # a one-line refusal of what cannot fit, before allocating
         if workspace is None:
             workspace = self._workspace  # points and coefficients of one chunk at a time, reused by the next
-        timer = Timer(sync=bk.device_synchronizer(run.backend))  # a GPU's stages timed when the device is done
+        timer = Timer(sync=bk.device_synchronizer(run.backend))  # a GPU's total waits for the device
         t = time.perf_counter()
         compile_pattern_kernels()
         compile_point_kernels(d)

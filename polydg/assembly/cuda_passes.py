@@ -60,16 +60,19 @@ class DeviceContext:
         t = time.perf_counter()
         dev = self.dev
         kept = {} if kept is None else kept
-        if not kept:  # what no problem changes: the structures (sigma aside) and what the point maps read
-            kept.update(args=plan_arguments(plan, dev, self.xp),
-                        face_normal64=dev(mesh.face_normal),  # float64: the coefficients' normals, as on the host
+        made_now = not kept
+        if made_now:  # what no problem changes: the structures (sigma aside) and what the point maps read
+            args = plan_arguments(plan, dev, self.xp)
+            kept.update(args=args,  # the coefficients' normals are float64, as on the host: the kernels' in double
+                        face_normal64=args.faces.normal if plan.normal is mesh.face_normal else dev(mesh.face_normal),
                         mesh_points=dev(mesh.points), simplices=dev(mesh.simplices),
                         simplex_volume=dev(mesh.simplex_volume), face_vertices=dev(mesh.face_vertices),
                         face_measure=dev(mesh.face_measure))
         args = kept["args"]
         self.kept = kept
         self.face_local = self.xp.full(mesh.n_faces, -1, dtype=np.int64)
-        self.args = args._replace(faces=args.faces._replace(sigma=dev(plan.sigma), face_local=self.face_local))
+        sigma = args.faces.sigma if made_now else dev(plan.sigma)  # the problem's, sent by every later call
+        self.args = args._replace(faces=args.faces._replace(sigma=sigma, face_local=self.face_local))
         self.data = self.xp.zeros(pattern.nnz if plan.matrix else 0, dtype=plan.dtype)  # none for the load alone
         self.rhs = self.xp.zeros(pattern.n_rows, dtype=plan.dtype)
         self.values = Values(self.data, self.rhs)
@@ -93,7 +96,8 @@ class DeviceContext:
         if bk.array_namespace(a) is not np:
             return a
         a = np.asarray(a)
-        return bk.to_device(a.astype(np.int64) if a.dtype.kind in "iu" and a.dtype != np.int8 else a, self.backend)
+        wide = a.astype(np.int64, copy=False) if a.dtype.kind in "iu" and a.dtype != np.int8 else a
+        return bk.to_device(wide, self.backend)
 
     def run(self, name: str, n: int, key: str, *args) -> None:
         """Launch kernel ``name`` (of ``cuda_kernels.gpu_kernels``) on ``n`` threads, timed as ``key``."""
@@ -139,23 +143,31 @@ class DeviceContext:
         owner = xp.searchsorted(pts, xp.arange(n_points, dtype=np.int64), side="right") - 1
         return self.face_normal64[faces_dev[owner]]
 
-    def interface_faces(self, e_lo: int, e_hi: int) -> tuple[np.ndarray, object]:
-        """Every face of the interfaces with a side in elements ``e_lo:e_hi`` (as on the CPU, in O(chunk)
-        work), on the host and on the device, numbered in ``face_local`` (timed as ``indices``); the caller
-        resets them to -1 after its kernels."""
-        from .passes import chunk_interfaces, expand_ranges
+    def interface_faces(self, e_lo: int, e_hi: int) -> tuple[np.ndarray | None, object]:
+        """Every face of the interfaces with a side in elements ``e_lo:e_hi``, on the device (the host's
+        ``passes.chunk_interfaces`` and ``expand_ranges``, the same faces in the same order, from the
+        device's pattern), numbered in ``face_local``; timed as ``indices``.  Also on the host (first of
+        the pair) only where the faces' rule degrees differ (the points' offsets are made there), else
+        None.  The caller resets ``face_local`` to -1 after its kernels."""
+        from .device_pattern import expand_ranges_on
 
         t = time.perf_counter()
-        mesh = self.plan.mesh
-        ifs = chunk_interfaces(self.plan, e_lo, e_hi)
-        faces = expand_ranges(mesh.interface_offsets[ifs], mesh.interface_offsets[ifs + 1])
-        faces_dev = self.dev(faces)
-        self.face_local[faces_dev] = self.xp.arange(len(faces), dtype=np.int64)
+        xp, plan = self.xp, self.plan
+        i_lo, i_hi = np.searchsorted(plan.mesh.interface_elements[:, 0], [e_lo, e_hi])
+        # the interfaces (c, e) with c below the chunk: from the adjacency of the chunk's rows, ids below i_lo
+        k_lo, k_hi = int(plan.pattern.adj_offsets[e_lo]), int(plan.pattern.adj_offsets[e_hi])
+        column, interface = plan.pattern.adj_col[k_lo:k_hi], plan.adj_interface[k_lo:k_hi]
+        ifs = xp.concatenate([xp.sort(interface[column < e_lo]), xp.arange(i_lo, i_hi, dtype=np.int64)])
+        offsets = self.args.faces.interface_offsets
+        faces_dev = expand_ranges_on(xp, offsets[ifs], offsets[ifs + 1])
+        self.face_local[faces_dev] = xp.arange(len(faces_dev), dtype=np.int64)
+        faces = None if plan.q_uniform is not None else bk.to_host(faces_dev)
         self.timer.add("indices", t)
         return faces, faces_dev
 
-    def face_points(self, faces: np.ndarray, faces_dev=None) -> tuple[PointBatch, Points]:
-        """The quadrature points of ``faces`` (on the host; ``faces_dev`` their copy on the device, if made)."""
+    def face_points(self, faces: np.ndarray | None, faces_dev=None) -> tuple[PointBatch, Points]:
+        """The quadrature points of ``faces`` (on the host; ``faces_dev`` their copy on the device, if made;
+        ``faces`` may be None where the plan has one rule degree)."""
         t = time.perf_counter()
         faces_dev = self.dev(faces) if faces_dev is None else faces_dev
         batch = simplex_points_on(self.xp, self.mesh_points, self.face_vertices[faces_dev],

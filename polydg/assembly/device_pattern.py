@@ -66,6 +66,19 @@ def segment_owner(xp, offsets, n: int):
     return xp.searchsorted(offsets, xp.arange(n, dtype=np.int64), side="right") - 1
 
 
+def expand_ranges_on(xp, starts, stops):
+    """Concatenate arange(starts[i], stops[i]) for all i, as array code (``passes.expand_ranges``'s values).
+
+    >>> expand_ranges_on(np, np.array([4, 0, 9]), np.array([6, 0, 12])).tolist()
+    [4, 5, 9, 10, 11]
+    """
+    lengths = stops - starts
+    first = _exclusive_cumsum(xp, lengths)
+    total = int(first[-1])
+    owner = segment_owner(xp, first, total)
+    return starts[owner] + (xp.arange(total, dtype=np.int64) - first[owner])
+
+
 def _exclusive_cumsum(xp, counts):
     """``[0, c0, c0 + c1, ...]`` of length len(counts) + 1, int64."""
     out = xp.zeros(len(counts) + 1, dtype=np.int64)

@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..backend import to_host
+from ..threads import parallel_range, range_kernel
 from . import kernels as K
 from .arguments import Points, Values, plan_arguments
 from .coefficients import Coefficients
@@ -251,20 +252,44 @@ def _and(faces: np.ndarray | None, more: np.ndarray) -> np.ndarray:
 def _diffusion_vanishes(A: np.ndarray, normal: np.ndarray) -> np.ndarray:
     """Faces where every A_kl n_l is zero: a finite normal with n_l = 0 for every column l of A holding a
     non-zero.  A non-finite A or normal makes some product non-zero or NaN: such a face stays (and the
-    assembly's finite check speaks); products that would underflow to zero keep their face too.  Column by
-    column, not through an (n_faces, d, d) product: 10x faster on a slab's 1M faces."""
-    if not np.isfinite(A).all():
-        return np.zeros(len(normal), dtype=bool)
-    columns = np.flatnonzero(np.any(A != 0.0, axis=0))
-    return ~np.any(normal[:, columns] != 0.0, axis=1) & np.isfinite(normal).all(axis=1)
+    assembly's finite check speaks); products that would underflow to zero keep their face too.  Compiled,
+    a face at a time on every core, not through an (n_faces, d, d) product."""
+    out = np.zeros(len(normal), dtype=np.bool_)
+    if np.isfinite(A).all():
+        parallel_range(_normal_misses_columns, 0, len(normal), np.ascontiguousarray(normal, dtype=np.float64),
+                       np.any(A != 0.0, axis=0), out)
+    return out
 
 
 def _inflow_vanishes(b: np.ndarray, normal: np.ndarray) -> np.ndarray:
-    """Faces where every b_k n_k is >= 0 (so b.n >= 0 in any precision), a column at a time."""
-    outflow = np.ones(len(normal), dtype=bool)
-    for k in range(normal.shape[1]):
-        outflow &= normal[:, k] * b[k] >= 0.0
-    return outflow
+    """Faces where every b_k n_k is >= 0 (so b.n >= 0 in any precision)."""
+    out = np.empty(len(normal), dtype=np.bool_)
+    parallel_range(_products_nonnegative, 0, len(normal), np.ascontiguousarray(normal, dtype=np.float64),
+                   np.ascontiguousarray(b, dtype=np.float64), out)
+    return out
+
+
+@range_kernel
+def _normal_misses_columns(lo, hi, normal, columns, out):  # pragma: no cover - compiled
+    """out[f]: n_f is finite and n_fl = 0 wherever ``columns[l]``."""
+    for f in range(lo, hi):
+        vanishes = True
+        for m in range(normal.shape[1]):
+            n = normal[f, m]
+            if not np.isfinite(n) or (columns[m] and n != 0.0):
+                vanishes = False
+        out[f] = vanishes
+
+
+@range_kernel
+def _products_nonnegative(lo, hi, normal, b, out):  # pragma: no cover - compiled
+    """out[f]: every n_fk b_k >= 0 (False where one is NaN)."""
+    for f in range(lo, hi):
+        ok = True
+        for m in range(normal.shape[1]):
+            if not normal[f, m] * b[m] >= 0.0:
+                ok = False
+        out[f] = ok
 
 
 def boundary_face_pass(ctx: PassContext, passes, mode: int, key: str) -> None:

@@ -165,6 +165,8 @@ def compile_penalty_kernels() -> None:
     """Compile (or load from Numba's cache) the penalty kernel, on empty input."""
     z2 = np.zeros((0, 2), dtype=np.int64)
     _row_sum_bound(0, 0, np.zeros((0, 2, 2)), np.zeros(0))
+    _classical_weights(0, 0, z2, np.zeros(1), np.zeros(1), np.zeros((0, 2)))
+    _face_penalty(0, 0, np.zeros((0, 2)), z2, np.zeros(1), 1.0, np.zeros(0))
     _apex_heights(0, 0, z2, z2, np.zeros((0, 2)), np.zeros((1, 2)), np.zeros(1, np.int64), np.zeros(0, np.int64),
                   np.zeros((0, 2)))
 
@@ -179,11 +181,14 @@ def penalty_weights(mesh: PolytopicMesh, degree: np.ndarray, kind: str = "paper"
     d = mesh.dim
     p = np.maximum(degree, 1).astype(np.float64)
     el = np.ascontiguousarray(mesh.face_elements, dtype=np.int64)
+    if kind == "classical":  # compiled: a few gathers per face, on every core
+        out = np.empty((len(el), 2))
+        parallel_range(_classical_weights, 0, len(el), el, p, np.ascontiguousarray(mesh.diameter, dtype=np.float64),
+                       out)
+        return out
     both = el >= 0
     safe = np.where(both, el, 0)
-    if kind == "classical":
-        per_side = p[safe] ** 2 / mesh.diameter[safe]
-    elif kind == "paper":
+    if kind == "paper":
         ev_offsets, ev = mesh.element_boundary_vertices()
         height = np.zeros((len(el), 2))
         parallel_range(_apex_heights, 0, len(el), mesh.face_vertices, el, mesh.face_normal, mesh.points, ev_offsets,
@@ -201,11 +206,31 @@ def penalty_weights(mesh: PolytopicMesh, degree: np.ndarray, kind: str = "paper"
 def penalty_from_weights(weights: np.ndarray, face_elements: np.ndarray, a_bound: np.ndarray,
                          C_sigma: float) -> np.ndarray:
     """sigma_F = C_sigma max over the sides K of F of a_K w[F, K] (see :func:`penalty_weights`); a missing
-    side (-1) counts as 0.  Side by side, not ``max(axis=1)``: NumPy's reduction over an axis of two is
-    several times slower than one elementwise maximum."""
-    side0, side1 = (np.where(e >= 0, a_bound[np.maximum(e, 0)], 0.0) * weights[:, k]
-                    for k, e in enumerate(face_elements.T))
-    return C_sigma * np.maximum(side0, side1)
+    side (-1) counts as 0 (times w, as ``np.where(e >= 0, a, 0) * w`` would), a NaN on either side gives NaN
+    (as ``np.maximum``).  Compiled, on every core: the host's share of a GPU assembly."""
+    out = np.empty(len(face_elements))
+    parallel_range(_face_penalty, 0, len(face_elements), np.ascontiguousarray(weights, dtype=np.float64),
+                   np.ascontiguousarray(face_elements, dtype=np.int64),
+                   np.ascontiguousarray(a_bound, dtype=np.float64), float(C_sigma), out)
+    return out
+
+
+@range_kernel
+def _classical_weights(lo, hi, face_elements, p, diameter, out):  # pragma: no cover - compiled
+    """out[f, side] = p_K^2 / h_K of the element K on each side of face f, 0 where there is none."""
+    for f in range(lo, hi):
+        for side in range(2):
+            e = face_elements[f, side]
+            out[f, side] = p[e] * p[e] / diameter[e] if e >= 0 else 0.0
+
+
+@range_kernel
+def _face_penalty(lo, hi, weights, face_elements, a_bound, C_sigma, out):  # pragma: no cover - compiled
+    for f in range(lo, hi):
+        e0, e1 = face_elements[f, 0], face_elements[f, 1]
+        s0 = (a_bound[e0] if e0 >= 0 else 0.0) * weights[f, 0]
+        s1 = (a_bound[e1] if e1 >= 0 else 0.0) * weights[f, 1]
+        out[f] = C_sigma * (s0 if s0 >= s1 or s0 != s0 else s1)  # np.maximum: a NaN wins
 
 
 def face_penalty(mesh: PolytopicMesh, degree: np.ndarray, a_bound: np.ndarray, *, C_sigma: float = 10.0,

@@ -22,7 +22,7 @@ from .moments import moment_tables
 from .pattern import SparsityPattern, sparsity_pattern
 from .penalty import diffusion_bound
 from .penalty import face_penalty as penalty_of_faces
-from .points import point_counts
+from .points import face_point_loads, point_counts
 from .scope import AssemblyScope
 from .timing import Timer
 
@@ -186,6 +186,8 @@ def layout_plan(space, options: AssemblyOptions, scope: AssemblyScope | None = N
 
 def face_rule_degrees(degree: np.ndarray, face_elements: np.ndarray, extra: int) -> np.ndarray:
     """The rule degree of every face: the default for the larger degree of its elements."""
+    if len(degree) and degree.min() == degree.max():  # one degree: no gathers over the faces
+        return np.full(len(face_elements), default_degree(int(degree[0]), extra), dtype=np.int64)
     other = np.where(face_elements[:, 1] >= 0, degree[np.maximum(face_elements[:, 1], 0)], 0)
     return default_degree(np.maximum(degree[face_elements[:, 0]], other), extra)
 
@@ -215,12 +217,8 @@ def element_chunks(mesh, element_rule: np.ndarray, face_rule: np.ndarray, memory
     per_element = (point_counts(d, element_rule[e_lo:e_hi]) + simplex_scratch) * np.diff(
         mesh.element_offsets[e_lo:e_hi + 1])
     # faces: each face's points counted for both of its elements (an upper bound)
-    fe = mesh.face_elements
-    per_face = point_counts(d - 1, face_rule) + face_scratch
-    face_load = np.bincount(fe[:, 0], per_face, minlength=mesh.n_elements)
-    inner = fe[:, 1] >= 0
-    face_load += np.bincount(fe[inner, 1], per_face[inner], minlength=mesh.n_elements)
-    cost = np.maximum(per_element, face_load[e_lo:e_hi].astype(np.int64))
+    face_load = face_point_loads(mesh.face_elements, face_rule, mesh.n_elements, d - 1, face_scratch)
+    cost = np.maximum(per_element, face_load[e_lo:e_hi])
     max_points = max(int(memory_budget_mb * 2**20 / BYTES_PER_POINT), 1)
     cum = np.cumsum(cost)
     cuts = [0]

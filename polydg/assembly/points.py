@@ -57,6 +57,30 @@ def point_counts(dim: int, degrees: np.ndarray) -> np.ndarray:
     return table[degrees]
 
 
+def face_point_loads(face_elements: np.ndarray, face_rule: np.ndarray, n_elements: int, dim: int,
+                     per_face_extra: int = 0) -> np.ndarray:
+    """(n_elements,) int64: the quadrature points of each element's faces, a face counted for each of its
+    elements: the points of the ``dim``-simplex rule of each face's degree (``face_rule``), plus
+    ``per_face_extra``.  One compiled pass over the faces (NumPy's weighted bincounts take several)."""
+    rules = distinct_degrees(face_rule)
+    points_of_rule = np.zeros(int(rules.max()) + 1 if len(rules) else 1, dtype=np.int64)
+    points_of_rule[rules] = point_counts(dim, rules) + per_face_extra
+    out = np.zeros(n_elements, dtype=np.int64)
+    _add_face_loads(np.ascontiguousarray(face_elements, dtype=np.int64),
+                    np.ascontiguousarray(face_rule, dtype=np.int64), points_of_rule, out)
+    return out
+
+
+@range_kernel
+def _add_face_loads(face_elements, face_rule, points_of_rule, out):  # pragma: no cover - compiled
+    for f in range(face_elements.shape[0]):
+        n = points_of_rule[face_rule[f]]
+        for side in range(2):
+            e = face_elements[f, side]
+            if e >= 0:
+                out[e] += n
+
+
 def point_offsets(n: int, dim: int, degrees) -> tuple[np.ndarray, np.ndarray]:
     """Offsets (n + 1,) of the points of n dim-simplices with rules of ``degrees`` (one int or one per
     simplex), and the distinct degrees."""
@@ -120,6 +144,7 @@ def compile_point_kernels(dim: int) -> None:
     (``dim - 1``-simplices).
     """
     z = np.zeros(0, dtype=np.int64)
+    _add_face_loads(np.zeros((0, 2), np.int64), z, np.zeros(1, np.int64), z)
     for k in (dim, dim - 1):
         lam, w = simplex_rule(k, 1)  # the cached rules are read-only arrays: a type of their own for Numba
         point_map_kernel(k + 1, dim)(0, 0, z, np.zeros(1, np.int64), np.zeros((0, dim)), np.zeros((0, k + 1), np.int64),

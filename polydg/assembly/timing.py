@@ -20,9 +20,12 @@ class Timer:
     that was not warmed first, e.g. Approach 1's triplets) is moved from its stage to ``jit``, so that
     no stage, and no total, counts it.
 
-    ``sync`` (a GPU assembly's: :func:`polydg.backend.device_synchronizer`) waits for the device's queued
-    work before an interval closes: array calls return before the device has run them, and their time
-    belongs to the stage that queued them, not to the next one that waits.
+    ``sync`` (a GPU assembly's: :func:`polydg.backend.device_synchronizer`) is the wait for the device's
+    queued work that closes the total.  The stages do not wait: array calls return before the device has
+    run them, so the host prepares the next chunk while the device works (waiting at every stage cost a
+    third of Table 5's total), and part of a stage's device time may show in a later stage.  The kernels
+    wait for their launches (their own rows are exact); for every stage's own device time, run with
+    ``CUDA_LAUNCH_BLOCKING=1`` (``launch/gpu_profile.py``).
     """
 
     def __init__(self, sync: Callable[[], None] | None = None) -> None:
@@ -31,8 +34,6 @@ class Timer:
         self._moved_until = time.perf_counter()  # compilation up to here is in "jit" already
 
     def add(self, key: str, start: float) -> float:
-        if self.sync is not None:
-            self.sync()
         now = time.perf_counter()
         compiled = 0.0 if key == "jit" else compiled_within(start, now)
         self.t[key] += now - start - compiled

@@ -66,13 +66,13 @@ class DeviceOrderedPasses:
         timer = ctx.timer
         for ci, (e_lo, e_hi) in enumerate(plan.chunks):
             faces, faces_dev = ctx.interface_faces(e_lo, e_hi)
-            if len(faces):
+            if len(faces_dev):
                 batch, points = ctx.face_points(faces, faces_dev)
                 t = time.perf_counter()
                 coef = ctx.coefficients.interior(ctx.x64)
                 timer.add("coefficients", t)
-                scratch = self._scratch(2 * len(faces), self.kernels.SIDE)
-                self._run("interior_pieces", 2 * len(faces), "interior_kernel", e_lo, e_hi, faces_dev, points, coef,
+                scratch = self._scratch(2 * len(faces_dev), self.kernels.SIDE)
+                self._run("interior_pieces", 2 * len(faces_dev), "interior_kernel", e_lo, e_hi, faces_dev, points, coef,
                           ctx.args.basis, ctx.args.faces, ctx.args.pattern, scratch)
                 self._run("interior_sums", (e_hi - e_lo) * self.entries, "interior_kernel", e_lo, scratch,
                           ctx.args.basis, ctx.args.faces, ctx.args.pattern, ctx.values)
