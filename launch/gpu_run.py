@@ -194,6 +194,7 @@ class Stage:
         self.jobs = args.jobs
         self.bench_only = getattr(args, "bench_only", None)
         self.bench_approaches = getattr(args, "bench_approaches", None) or list(BENCH_APPROACHES)
+        self.bench_options = bench_options(getattr(args, "bench_option", None) or [])
         self.record: dict = {"status": "running", "summary": {}, "details": {}}
         self.save()
 
@@ -921,8 +922,26 @@ def bench_nonlinear(space, problem, backend: str, repeat: int) -> dict:
     return out
 
 
+def bench_options(pairs: list[str]) -> dict:
+    """``["memory_budget_mb=4096", "precision=single"]`` as assembly options (numbers as numbers).
+
+    >>> bench_options(["memory_budget_mb=4096", "precision=single"])
+    {'memory_budget_mb': 4096, 'precision': 'single'}
+    """
+    options = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"gpu_run: --bench-option {pair!r}: expected NAME=VALUE")
+        try:
+            options[name] = json.loads(value)
+        except ValueError:
+            options[name] = value
+    return options
+
+
 def bench_one(space, problem, backend: str, repeat: int, peak, bandwidth,
-              approaches: tuple = BENCH_APPROACHES) -> dict:
+              approaches: tuple = BENCH_APPROACHES, options: dict | None = None) -> dict:
     """GPU timings of the GPU reductions ``approaches`` (rows, atomic, ordered): medians of ``repeat`` after one run that
     compiles; the result's move to the host apart; bitwise repeatability of the deterministic ones; the volume
     kernel's rate and the values' bandwidth."""
@@ -943,16 +962,17 @@ def bench_one(space, problem, backend: str, repeat: int, peak, bandwidth,
     def one(approach: str) -> dict:
         workspace = Workspace()
         t = time.perf_counter()
-        first = assemble(space, problem, backend=backend, approach=approach, workspace=workspace)
+        first = assemble(space, problem, backend=backend, approach=approach, workspace=workspace, **(options or {}))
         first_seconds, jit = time.perf_counter() - t, first.info["timings"]["jit"]
-        nnz = int(first.info["nnz"])
+        nnz, chunks = int(first.info["nnz"]), int(first.info["chunks"])
         previous = first.matrix.data.copy() if approach != "atomic" else None
         del first
         free_device_memory(backend)
         runs, result = [], None
         for _ in range(repeat):
             result = None
-            result = assemble(space, problem, backend=backend, approach=approach, workspace=workspace)
+            result = assemble(space, problem, backend=backend, approach=approach, workspace=workspace,
+                              **(options or {}))
             runs.append(result.info["timings"])
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         if previous is not None:
@@ -965,7 +985,7 @@ def bench_one(space, problem, backend: str, repeat: int, peak, bandwidth,
         med["to_host"] = time.perf_counter() - t
         del host, result, previous
         free_device_memory(backend)
-        med.update(first_run=first_seconds, jit_first_run=jit, nnz=nnz, repeat=repeat)
+        med.update(first_run=first_seconds, jit_first_run=jit, nnz=nnz, chunks=chunks, repeat=repeat)
         med["unstaged"] = untimed(med)  # what no stage timed
         ek, tk = med["element_kernel"], med["total_kernels"]
         med["volume_gflops"] = flops / ek / 1e9 if ek > 0 else None
@@ -983,12 +1003,12 @@ def bench_one(space, problem, backend: str, repeat: int, peak, bandwidth,
     return out
 
 
-def bench_kept(space, problem, backend: str, repeat: int) -> dict:
+def bench_kept(space, problem, backend: str, repeat: int, options: dict | None = None) -> dict:
     """The rows' total with the plan kept on the device (an Assembler: pattern, tables and penalty weights made
     once): its first assembly, then the median of ``repeat`` later ones, stage by stage."""
     from polydg.assembly import Assembler
 
-    assembler = Assembler(space, backend=backend, approach="2")
+    assembler = Assembler(space, backend=backend, **{"approach": "2", **(options or {})})
     t = time.perf_counter()
     first = assembler.assemble(problem).info["timings"]
     first_seconds = time.perf_counter() - t
@@ -1085,10 +1105,11 @@ def stage_bench(stage: Stage) -> None:
                 free_device_memory(backend)
                 continue
             default = chosen_approach("auto", space, backend)
+            row["options"] = stage.bench_options  # besides the approach, for every assembly of the row
             approaches = tuple(a for a in BENCH_APPROACHES if a in stage.bench_approaches or a == default)
-            row.update(bench_one(space, problem, backend, repeat, peak, bandwidth, approaches))
+            row.update(bench_one(space, problem, backend, repeat, peak, bandwidth, approaches, stage.bench_options))
             if table == "table5":  # what repeated assemblies of one space cost (a Newton or time loop's)
-                row["gpu-2-kept"] = bench_kept(space, problem, backend, repeat)
+                row["gpu-2-kept"] = bench_kept(space, problem, backend, repeat, stage.bench_options)
             # the default (approach "auto") runs one of the measured reductions: the targets are its
             row["default"] = default
             total = row[f"gpu-{row['default']}"].get("total_assembly", float("inf"))
@@ -1205,6 +1226,7 @@ def drive(args) -> int:
             cmd += ["--simulator"] * args.simulator + ["--quick"] * args.quick
             cmd += ["--bench-only", *args.bench_only] if args.bench_only and name == "bench" else []
             cmd += ["--bench-approaches", *args.bench_approaches] if args.bench_approaches and name == "bench" else []
+            cmd += ["--bench-option", *args.bench_option] if args.bench_option and name == "bench" else []
             # a stage of one process gives the host's stages (pattern, penalty, points) every core; a stage of
             # several, one thread per process
             threads = os.environ.get("OMP_NUM_THREADS") or str((os.cpu_count() or 1) if jobs == 1 else 1)
@@ -1274,6 +1296,8 @@ def main(argv=None) -> int:
                     "these (e.g. 'table4' 'cube:48' 'cube:38': what a first run left)")
     ap.add_argument("--bench-approaches", nargs="+", choices=(*BENCH_APPROACHES, "auto"), help="the reductions "
                     "the bench times besides the default's (\"auto\": the default's alone; default: all three)")
+    ap.add_argument("--bench-option", nargs="+", metavar="NAME=VALUE", help="an assembly option for every "
+                    "bench assembly, e.g. memory_budget_mb=4096 (the options of polydg.assembly.AssemblyOptions)")
     ap.add_argument("--install-json", help="the install step's record (written by gpu_run.sh)")
     # internal: one stage, in its own process; the MPI ranks of the correctness stage
     ap.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)
