@@ -933,6 +933,8 @@ def bench_options(pairs: list[str]) -> dict:
         name, sep, value = pair.partition("=")
         if not sep:
             raise SystemExit(f"gpu_run: --bench-option {pair!r}: expected NAME=VALUE")
+        if name in ("approach", "backend", "workspace"):
+            raise SystemExit(f"gpu_run: --bench-option {name}: the bench sets it (--bench-approaches for approaches)")
         try:
             options[name] = json.loads(value)
         except ValueError:

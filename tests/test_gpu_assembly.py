@@ -160,6 +160,58 @@ def test_the_device_pattern_is_the_host_pattern(simulated, name):
     assert len(np.unique(mesh.interface_elements[:, 0])) > 1  # several block rows with neighbours above
 
 
+@pytest.mark.parametrize("spec, n_el, rows", [("square:8", 40, None), ("square:8", 40, np.arange(5, 33, 2)),
+                                             ("cube:2", 16, None)])
+def test_the_device_finds_each_chunks_interface_faces_as_the_host_does(spec, n_el, rows):
+    """Each chunk's interface faces from the device's pattern (on the stand-in's arrays: host arrays mixed
+    in would raise) are the host's ``chunk_interfaces`` + ``expand_ranges``, in the same order, for chunks of
+    every size; the ranges' expansion of empty and zero-length ranges too."""
+    from types import SimpleNamespace
+
+    from .array_standin import STANDIN
+
+    from polydg.assembly.device_pattern import device_sparsity_pattern, expand_ranges_on, interface_faces_on
+    from polydg.assembly.passes import chunk_interfaces, expand_ranges
+    from polydg.assembly.pattern import sparsity_pattern
+
+    from polydg.mesh import from_spec
+    from polydg.partition import agglomerate
+    from polydg.space import DGSpace
+
+    mesh = agglomerate(from_spec(spec), n_el)
+    dofs, elements, columns = DGSpace(mesh, 1).dof_offsets, rows, None
+    n_if = mesh.n_interfaces
+
+    def adj_interface(xp, pattern):
+        out = xp.full(len(pattern.adj_col), -1, dtype=np.int64)
+        out[pattern.interface_entry[:, 0]] = xp.arange(n_if, dtype=np.int64)
+        out[pattern.interface_entry[:, 1]] = xp.arange(n_if, dtype=np.int64)
+        return out
+
+    host = sparsity_pattern(mesh, dofs, elements, columns)
+    # the adjacency alone (no column indices: their kernel needs a GPU or the simulator)
+    device = device_sparsity_pattern(STANDIN, mesh, dofs, elements, columns, rows_only=True)
+    plan = SimpleNamespace(mesh=mesh, pattern=host, adj_interface=adj_interface(np, host))
+    on_device = adj_interface(STANDIN, device), STANDIN.asarray(mesh.interface_offsets)
+    rows = np.arange(mesh.n_elements) if elements is None else elements
+    checked = 0
+    for size in (1, 2, 3, len(rows)):
+        for e_lo in range(int(rows[0]), int(rows[-1]) + 1, size):
+            e_hi = min(e_lo + size, int(rows[-1]) + 1)
+            ifs = chunk_interfaces(plan, e_lo, e_hi)
+            want = expand_ranges(mesh.interface_offsets[ifs], mesh.interface_offsets[ifs + 1])
+            got = interface_faces_on(STANDIN, device, on_device[0], mesh.interface_elements[:, 0], on_device[1],
+                                     e_lo, e_hi)
+            assert type(got).__name__ == "DeviceStandIn" and got.dtype == np.int64
+            np.testing.assert_array_equal(got.get(), want)
+            checked += len(want) > 0
+    assert checked > 3
+    for starts, stops in (([], []), ([3, 5, 5], [3, 5, 8]), ([0, 7], [2, 9])):
+        starts, stops = np.array(starts, dtype=np.int64), np.array(stops, dtype=np.int64)
+        np.testing.assert_array_equal(expand_ranges_on(STANDIN, STANDIN.asarray(starts), STANDIN.asarray(stops)).get(),
+                                      expand_ranges(starts, stops))
+
+
 def test_device_pattern_refuses_unsorted_interfaces():
     from polydg.assembly.device_pattern import adjacency_on
 

@@ -138,8 +138,8 @@ def test_compilation_inside_a_timed_stage_is_moved_to_jit():
 
 def test_a_device_assemblys_stages_do_not_wait_for_the_device_and_its_total_does(monkeypatch):
     """The stages of a GPU assembly leave the device's queued work running (the host prepares the next chunk
-    meanwhile); the total waits for it, once, after the last stage.  The simulator's assembly with a
-    recording synchronizer in place of the GPU's (the CPU's and the simulator's have none)."""
+    meanwhile); the total waits for it, once, after the last stage.  A CPU assembly given a recording
+    synchronizer in place of the GPU's (the CPU's and the simulator's have none): the assembler's logic."""
     from polydg import backend as bk
     from polydg.assembly import assemble
     from polydg.assembly.timing import Timer

@@ -57,3 +57,25 @@ def test_points_fill_a_workspace_and_an_empty_batch_is_empty():
     assert np.isclose(batch.weight.sum(), 2.0)
     empty = simplex_points(tri[:0], np.zeros(0), 2)
     assert empty.n_points == 0 and np.array_equal(empty.offsets, [0])
+
+
+@pytest.mark.parametrize("dim, extra", [(1, 0), (2, 7)])
+def test_face_point_loads_count_each_faces_points_for_each_of_its_elements(dim, extra):
+    """One compiled pass equals the definition: for each element, the points of the rule of each face it is a
+    side of, plus ``extra`` per face; boundary faces (second side -1) count once; no faces, zeros."""
+    from polydg.assembly.points import face_point_loads
+
+    rng = np.random.default_rng(7)
+    n_el, n_faces = 9, 60
+    faces = rng.integers(0, n_el, (n_faces, 2))
+    faces[rng.random(n_faces) < 0.3, 1] = -1
+    rule = rng.choice([1, 3, 4], n_faces)
+    per_face = point_counts(dim, rule) + extra
+    want = np.zeros(n_el, dtype=np.int64)
+    for side in range(2):
+        np.add.at(want, faces[faces[:, side] >= 0, side], per_face[faces[:, side] >= 0])
+    got = face_point_loads(faces, rule, n_el, dim, extra)
+    assert got.dtype == np.int64 and want.sum() > 0
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(face_point_loads(np.zeros((0, 2), np.int64), np.zeros(0, np.int64), 3, dim),
+                                  np.zeros(3, np.int64))

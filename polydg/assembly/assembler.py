@@ -49,6 +49,7 @@ from .coefficients import Coefficients
 from .finite import check_finite_result
 from .kept_points import KeptPoints, kept_points_allowance, kept_points_bytes
 from .memory import check_assembly_memory
+from .passes import compile_boundary_choice_kernels
 from .pattern import compile_pattern_kernels
 from .penalty import compile_penalty_kernels, diffusion_bound, penalty_from_weights, penalty_weights
 from .options import APPROACHES, PRECISIONS, AssemblyOptions, assembly_options
@@ -271,6 +272,7 @@ class Assembler:
         compile_pattern_kernels()
         compile_point_kernels(d)
         compile_penalty_kernels()  # both kinds: a first run must not count the penalty's JIT as assembly
+        compile_boundary_choice_kernels()
         if on_device:  # the pattern's index kernel, which runs before the executor's first launch
             from .cuda_kernels import warm_pattern_indices
 

@@ -104,11 +104,17 @@ class DeviceContext:
         self.run_kernel(getattr(self.kernels, name), name, n, key, *args)
 
     def run_kernel(self, kernel, name: str, n: int, key: str, *args) -> None:
-        """Launch ``kernel`` on ``n`` threads, timed as ``key``; its first launch compiles (timed as ``jit``)."""
+        """Launch ``kernel`` on ``n`` threads, timed as ``key``; its first launch compiles (timed as ``jit``).
+
+        ``key``'s row holds the launch and the device work still queued before it (the stages do not wait):
+        the wait for that work comes before a first launch's compilation, so that ``jit``, which no total
+        counts, holds only the compilation."""
         from .cuda_kernels import launch, warm
 
         if name not in self._warm:  # one launch whose threads all return: numba-cuda compiles it here
             t = time.perf_counter()
+            self.synchronize()
+            t = self.timer.add(key, t)
             warm(kernel, *args)
             self.synchronize()
             self.timer.add("jit", t)
@@ -149,17 +155,12 @@ class DeviceContext:
         device's pattern), numbered in ``face_local``; timed as ``indices``.  Also on the host (first of
         the pair) only where the faces' rule degrees differ (the points' offsets are made there), else
         None.  The caller resets ``face_local`` to -1 after its kernels."""
-        from .device_pattern import expand_ranges_on
+        from .device_pattern import interface_faces_on
 
         t = time.perf_counter()
         xp, plan = self.xp, self.plan
-        i_lo, i_hi = np.searchsorted(plan.mesh.interface_elements[:, 0], [e_lo, e_hi])
-        # the interfaces (c, e) with c below the chunk: from the adjacency of the chunk's rows, ids below i_lo
-        k_lo, k_hi = int(plan.pattern.adj_offsets[e_lo]), int(plan.pattern.adj_offsets[e_hi])
-        column, interface = plan.pattern.adj_col[k_lo:k_hi], plan.adj_interface[k_lo:k_hi]
-        ifs = xp.concatenate([xp.sort(interface[column < e_lo]), xp.arange(i_lo, i_hi, dtype=np.int64)])
-        offsets = self.args.faces.interface_offsets
-        faces_dev = expand_ranges_on(xp, offsets[ifs], offsets[ifs + 1])
+        faces_dev = interface_faces_on(xp, plan.pattern, plan.adj_interface, plan.mesh.interface_elements[:, 0],
+                                       self.args.faces.interface_offsets, e_lo, e_hi)
         self.face_local[faces_dev] = xp.arange(len(faces_dev), dtype=np.int64)
         faces = None if plan.q_uniform is not None else bk.to_host(faces_dev)
         self.timer.add("indices", t)

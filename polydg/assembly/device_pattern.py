@@ -79,6 +79,23 @@ def expand_ranges_on(xp, starts, stops):
     return starts[owner] + (xp.arange(total, dtype=np.int64) - first[owner])
 
 
+def interface_faces_on(xp, pattern: SparsityPattern, adj_interface, first_elements: np.ndarray,
+                       interface_offsets, e_lo: int, e_hi: int):
+    """The faces of every interface with a side in elements ``e_lo:e_hi``, as array code from the device's
+    pattern: the faces, in the order, of the host's ``passes.chunk_interfaces`` and ``expand_ranges``.
+
+    ``first_elements`` (host) are the interfaces' first elements (sorted: the chunk's interfaces as first
+    element are one range), ``adj_interface`` the interface of each adjacency entry, ``interface_offsets``
+    each interface's first face (both ``xp`` arrays).  The interfaces (c, e) with c below the chunk are read
+    from the adjacency of the chunk's rows; their ids all lie below that range.
+    """
+    i_lo, i_hi = np.searchsorted(first_elements, [e_lo, e_hi])
+    k_lo, k_hi = int(pattern.adj_offsets[e_lo]), int(pattern.adj_offsets[e_hi])
+    column, interface = pattern.adj_col[k_lo:k_hi], adj_interface[k_lo:k_hi]
+    ifs = xp.concatenate([xp.sort(interface[column < e_lo]), xp.arange(int(i_lo), int(i_hi), dtype=np.int64)])
+    return expand_ranges_on(xp, interface_offsets[ifs], interface_offsets[ifs + 1])
+
+
 def _exclusive_cumsum(xp, counts):
     """``[0, c0, c0 + c1, ...]`` of length len(counts) + 1, int64."""
     out = xp.zeros(len(counts) + 1, dtype=np.int64)

@@ -269,6 +269,13 @@ def _inflow_vanishes(b: np.ndarray, normal: np.ndarray) -> np.ndarray:
     return out
 
 
+def compile_boundary_choice_kernels() -> None:
+    """Compile (or load from Numba's cache) the kernels of :func:`contributing_boundary_faces`, on empty input."""
+    normal, none = np.zeros((0, 2)), np.zeros(0, dtype=np.bool_)
+    _normal_misses_columns(0, 0, normal, np.zeros(2, dtype=np.bool_), none)
+    _products_nonnegative(0, 0, normal, np.zeros(2), none)
+
+
 @range_kernel
 def _normal_misses_columns(lo, hi, normal, columns, out):  # pragma: no cover - compiled
     """out[f]: n_f is finite and n_fl = 0 wherever ``columns[l]``."""

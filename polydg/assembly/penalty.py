@@ -207,7 +207,8 @@ def penalty_from_weights(weights: np.ndarray, face_elements: np.ndarray, a_bound
                          C_sigma: float) -> np.ndarray:
     """sigma_F = C_sigma max over the sides K of F of a_K w[F, K] (see :func:`penalty_weights`); a missing
     side (-1) counts as 0 (times w, as ``np.where(e >= 0, a, 0) * w`` would), a NaN on either side gives NaN
-    (as ``np.maximum``).  Compiled, on every core: the host's share of a GPU assembly."""
+    (as ``np.maximum``; of two zeros of either sign, the first).  ``face_elements`` must hold element ids of
+    ``a_bound`` or -1 (a mesh's; unchecked).  Compiled, on every core: the host's share of a GPU assembly."""
     out = np.empty(len(face_elements))
     parallel_range(_face_penalty, 0, len(face_elements), np.ascontiguousarray(weights, dtype=np.float64),
                    np.ascontiguousarray(face_elements, dtype=np.int64),

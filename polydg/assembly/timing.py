@@ -23,9 +23,9 @@ class Timer:
     ``sync`` (a GPU assembly's: :func:`polydg.backend.device_synchronizer`) is the wait for the device's
     queued work that closes the total.  The stages do not wait: array calls return before the device has
     run them, so the host prepares the next chunk while the device works (waiting at every stage cost a
-    third of Table 5's total), and part of a stage's device time may show in a later stage.  The kernels
-    wait for their launches (their own rows are exact); for every stage's own device time, run with
-    ``CUDA_LAUNCH_BLOCKING=1`` (``launch/gpu_profile.py``).
+    third of Table 5's total), and part of a stage's device time may show in a later stage: the kernels'
+    rows, which wait for their launches, hold what device work was still queued before them too.  For each
+    stage's own device time, run with ``CUDA_LAUNCH_BLOCKING=1`` (``launch/gpu_profile.py``).
     """
 
     def __init__(self, sync: Callable[[], None] | None = None) -> None:
