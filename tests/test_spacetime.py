@@ -37,10 +37,36 @@ def at_time(x, t):
 # the slab mesh
 
 
+def _fine_facets_match(space_mesh) -> bool:
+    """Whether a slab's fine mesh tells the polytopic build that its facets match (so that the search for
+    unmatched ones, a hanging-node check, is skipped), while a mesh read or generated still gets it."""
+    import polydg.mesh.polytopic as polytopic
+    from polydg.mesh import build_polytopic_mesh, from_spec
+
+    searched = []
+    real = polytopic._check_unmatched_interior
+    polytopic._check_unmatched_interior = lambda *args: searched.append(1) or real(*args)
+    try:
+        slab_mesh(space_mesh, 0.0, 1.0)
+        slab_mesh(space_mesh, 0.0, 1.0, local_steps=2)
+        skipped = not searched
+        build_polytopic_mesh(from_spec("square:2"))
+    finally:
+        polytopic._check_unmatched_interior = real
+    return skipped and searched == [1]
+
+
 def test_slab_mesh_is_the_prisms_cut_conformingly(space_mesh):
     t0, t1 = 0.2, 0.7
-    slab = slab_mesh(space_mesh, t0, t1)  # build_polytopic_mesh raises on unmatched interior facets
+    slab = slab_mesh(space_mesh, t0, t1)  # its facets match by construction: no search for unmatched ones
     tau = t1 - t0
+    assert _fine_facets_match(space_mesh)
+    # ... and none is unmatched: the boundary is the bottom and top (area 1 each) and the sides (perimeter 4 x tau)
+    normal, area = slab.face_normal[slab.boundary_faces], slab.face_measure[slab.boundary_faces]
+    assert area[normal[:, 2] == -1].sum() == pytest.approx(1.0, rel=1e-13)
+    assert area[normal[:, 2] == 1].sum() == pytest.approx(1.0, rel=1e-13)
+    assert area[normal[:, 2] == 0].sum() == pytest.approx(4 * tau, rel=1e-13)
+    assert np.isin(np.abs(normal[:, 2]), [0.0, 1.0]).all()
     assert slab.dim == 3
     assert slab.n_elements == space_mesh.n_elements
     assert slab.n_simplices == 3 * space_mesh.n_simplices
@@ -397,7 +423,7 @@ def test_local_step_slab_is_face_matching_and_one_step_is_the_plain_slab(space_m
         np.testing.assert_array_equal(getattr(one, name), getattr(plain, name), err_msg=name)
     steps = random_local_steps(space_mesh.n_elements, 1, 3, seed=0)
     assert len(np.unique(steps)) == 3
-    slab = slab_mesh(space_mesh, 0.2, 0.7, steps)  # build_polytopic_mesh raises on unmatched interior facets
+    slab = slab_mesh(space_mesh, 0.2, 0.7, steps)  # facets matched by construction, checked below
     K = np.repeat(np.arange(space_mesh.n_elements), steps)
     j = np.arange(slab.n_elements) - np.r_[0, np.cumsum(steps)][K]
     np.testing.assert_allclose(slab.bbox_min[:, 2], 0.2 + 0.5 * j / steps[K], rtol=1e-14)

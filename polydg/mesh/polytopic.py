@@ -386,7 +386,8 @@ def build_polytopic_mesh(fine: SimplexMesh, cell_element: np.ndarray | None = No
     outward = np.einsum("ni,ni->n", n_raw, P[facets[single]].mean(axis=1) - P[opposite[single]]) > 0
     n_raw[~outward] *= -1
     h_mean = float((simplex_volume.sum() / n_sub) ** (1.0 / d))
-    _check_unmatched_interior(fine, sorted_rows[single], original_cell[owner[single]], n_raw, h_mean)
+    if not fine.facets_match:
+        _check_unmatched_interior(fine, sorted_rows[single], original_cell[owner[single]], n_raw, h_mean)
 
     # --- interior faces: matched facets between different elements --------
     ea, eb = simplex_element[owner[first]], simplex_element[owner[second]]

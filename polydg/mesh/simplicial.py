@@ -45,6 +45,12 @@ class SimplexMesh:
     cell_data : dict of str to array
         Named values per fine cell (a mesh file's cell data, read through
         meshio), each with one row per fine cell.
+    facets_match : bool
+        True where the maker knows every interior facet to be shared face to
+        face (a mesh polydg derives from a checked one: a space-time slab's
+        prisms); building a polytopic mesh then skips its search for
+        unmatched facets inside the domain (hanging nodes), the costliest
+        check of a slab's build.  False (the default) for input.
 
     The *fine cells* are the cells of the input: the simplices themselves,
     or for polygon input the polygons (``cell_element``).  Data per fine
@@ -58,6 +64,7 @@ class SimplexMesh:
     cell_element: np.ndarray | None = None
     source: str = "<array>"
     cell_data: dict = field(default_factory=dict)
+    facets_match: bool = False
 
     def __post_init__(self) -> None:
         self.points = np.ascontiguousarray(self.points, dtype=np.float64)

@@ -167,7 +167,8 @@ def slab_mesh(space_mesh: PolytopicMesh, t0: float, t1: float,
         np.column_stack([space_mesh.points, np.full(n, t1)]),
     ])
     cells = prism_simplices(space_mesh.simplices, n)
-    fine = SimplexMesh(points, cells, source=f"{space_mesh.source} x ({t0:g}, {t1:g})")
+    # prisms over a checked mesh's simplices, cut alike on shared faces (by vertex number): facets match
+    fine = SimplexMesh(points, cells, source=f"{space_mesh.source} x ({t0:g}, {t1:g})", facets_match=True)
     return build_polytopic_mesh(fine, np.repeat(space_mesh.simplex_element, d + 1))
 
 
@@ -237,7 +238,7 @@ def _local_step_mesh(space_mesh: PolytopicMesh, t0: float, t1: float, steps: np.
     cells = np.take_along_axis(state, column - (column > vertex[:, None]), axis=1)
     cells[np.arange(len(cells)), vertex + 1] = start + 1
     fine = SimplexMesh(points, by_vertex[cells], source=f"{space_mesh.source} x ({t0:g}, {t1:g}), local steps "
-                                                       f"{int(steps.min())}..{int(steps.max())}")
+                                                       f"{int(steps.min())}..{int(steps.max())}", facets_match=True)
     return build_polytopic_mesh(fine, element[prism])
 
 
