@@ -173,7 +173,7 @@ def layout_plan(space, options: AssemblyOptions, scope: AssemblyScope | None = N
         face_penalty=no_penalty, sigma=no_penalty.astype(dtype),
         lo=np.ascontiguousarray(mesh.bbox_min, dtype=dtype), hi=np.ascontiguousarray(mesh.bbox_max, dtype=dtype),
         normal=np.ascontiguousarray(mesh.face_normal, dtype=dtype),
-        boundary_offsets=n_int + np.searchsorted(b_el, np.arange(n_el + 1)).astype(np.int64),
+        boundary_offsets=n_int + np.concatenate([[0], np.cumsum(np.bincount(b_el, minlength=n_el))]).astype(np.int64),
         q_element=q_element,
         q_uniform=int(default_degree(rule_degree[0], quadrature_extra)) if space.min_degree == space.max_degree
         else None,
