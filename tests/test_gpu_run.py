@@ -138,3 +138,15 @@ def test_the_bench_times_the_named_reductions_and_the_default_and_the_profile_na
                               "--simulator", "--out", str(out)], env=env, capture_output=True, text=True,
                              timeout=300, cwd=REPO)
     assert missing.returncode == 2 and "no bench case" in missing.stderr
+
+
+def test_the_launch_overhead_script_times_each_way_of_passing_arrays(tmp_path):
+    """launch/gpu_launch_overhead.py on the simulator: the numba device arrays' way, per argument count."""
+    out = tmp_path / "launch.json"
+    run = subprocess.run([sys.executable, str(REPO / "launch" / "gpu_launch_overhead.py"), "--simulator",
+                          "--launches", "3", "--json", str(out)], env=_env(), capture_output=True, text=True,
+                         timeout=120, cwd=REPO)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    rows = json.loads(out.read_text())["seconds_per_launch"]
+    assert sorted(rows, key=int) == ["1", "8", "32"]
+    assert all(set(r) == {"numba to_device"} and r["numba to_device"] > 0 for r in rows.values())
