@@ -305,18 +305,77 @@ def _diameters(e_lo, e_hi, offsets, vertices, points, out):  # pragma: no cover 
 def boundary_vertices(
     face_vertices: np.ndarray, face_elements: np.ndarray, n_elements: int, n_points: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """CSR (offsets, vertex ids) of the vertices on each element's boundary, sorted."""
-    fe = face_elements.ravel()
-    fv = np.repeat(face_vertices, 2, axis=0)
-    keep = fe >= 0
-    # distinct (element, vertex) keys: a radix sort and a mask (np.unique's hash is
-    # several times slower on millions of keys; docs/performance.md)
-    key = np.sort((fe[keep][:, None] * n_points + fv[keep]).ravel(), kind="stable")
-    key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key
-    element, vertex = key // n_points, key % n_points
+    """CSR (offsets, vertex ids) of the vertices on each element's boundary, sorted.
+
+    The vertices of each element's faces gathered by element (a counting pass), then each element's short
+    list sorted and its repeats dropped on every core: no sort of all the (element, vertex) keys.
+    ``n_points`` bounds the vertex ids (kept for the callers; the lists need no key range).
+    """
+    fv = np.ascontiguousarray(face_vertices, dtype=np.int64)
+    fe = np.ascontiguousarray(face_elements, dtype=np.int64)
+    listed = np.zeros(n_elements + 1, dtype=np.int64)
+    vertices = _gather_face_vertices(fv, fe, listed)
+    distinct = np.empty(n_elements, dtype=np.int64)
+    parallel_range(_sort_distinct, 0, n_elements, listed, vertices, distinct)
     offsets = np.zeros(n_elements + 1, dtype=np.int64)
-    np.cumsum(np.bincount(element, minlength=n_elements), out=offsets[1:])
-    return offsets, vertex.astype(np.int64)
+    np.cumsum(distinct, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), dtype=np.int64)
+    parallel_range(_copy_prefixes, 0, n_elements, listed, vertices, offsets, out)
+    return offsets, out
+
+
+@range_kernel
+def _gather_face_vertices(face_vertices, face_elements, listed):  # pragma: no cover - compiled
+    """The vertices of every face of each element, element by element (a counting sort); ``listed`` (zeros,
+    n_elements + 1) receives each element's list's offsets."""
+    k = face_vertices.shape[1]
+    for f in range(face_vertices.shape[0]):
+        for side in range(2):
+            if face_elements[f, side] >= 0:
+                listed[face_elements[f, side] + 1] += k
+    for e in range(1, listed.shape[0]):
+        listed[e] += listed[e - 1]
+    out = np.empty(listed[-1], dtype=np.int64)
+    at = listed[:-1].copy()
+    for f in range(face_vertices.shape[0]):
+        for side in range(2):
+            e = face_elements[f, side]
+            if e >= 0:
+                for j in range(k):
+                    out[at[e]] = face_vertices[f, j]
+                    at[e] += 1
+    return out
+
+
+@range_kernel
+def _copy_prefixes(e_lo, e_hi, listed, vertices, offsets, out):  # pragma: no cover - compiled
+    for e in range(e_lo, e_hi):
+        a = listed[e]
+        for m in range(offsets[e + 1] - offsets[e]):
+            out[offsets[e] + m] = vertices[a + m]
+
+
+@range_kernel
+def _sort_distinct(e_lo, e_hi, offsets, vertices, distinct):  # pragma: no cover - compiled
+    """Sort each element's list in place, its distinct ids first; distinct[e]: how many."""
+    for e in range(e_lo, e_hi):
+        a, b = offsets[e], offsets[e + 1]
+        if b - a > 64:
+            vertices[a:b] = np.sort(vertices[a:b])
+        else:  # a short list: insertion sort in place, no allocation per element
+            for k in range(a + 1, b):
+                v = vertices[k]
+                i = k - 1
+                while i >= a and vertices[i] > v:
+                    vertices[i + 1] = vertices[i]
+                    i -= 1
+                vertices[i + 1] = v
+        m = 0
+        for k in range(a, b):
+            if m == 0 or vertices[k] != vertices[a + m - 1]:
+                vertices[a + m] = vertices[k]
+                m += 1
+        distinct[e] = m
 
 
 def build_polytopic_mesh(fine: SimplexMesh, cell_element: np.ndarray | None = None) -> PolytopicMesh:
