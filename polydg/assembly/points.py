@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from numba import njit
 
 from ..quadrature import simplex_rule
 from ..threads import parallel_range, range_kernel
@@ -71,7 +72,7 @@ def face_point_loads(face_elements: np.ndarray, face_rule: np.ndarray, n_element
     return out
 
 
-@range_kernel
+@njit(cache=True)
 def _add_face_loads(face_elements, face_rule, points_of_rule, out):  # pragma: no cover - compiled
     for f in range(face_elements.shape[0]):
         n = points_of_rule[face_rule[f]]

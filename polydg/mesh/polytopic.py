@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 from scipy.spatial import cKDTree
 
 from ..errors import MeshError
@@ -324,7 +325,7 @@ def boundary_vertices(
     return offsets, out
 
 
-@range_kernel
+@njit(cache=True)
 def _gather_face_vertices(face_vertices, face_elements, listed):  # pragma: no cover - compiled
     """The vertices of every face of each element, element by element (a counting sort); ``listed`` (zeros,
     n_elements + 1) receives each element's list's offsets."""
