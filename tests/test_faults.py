@@ -393,6 +393,35 @@ def test_an_unwritable_kernel_cache_is_replaced_and_said_once(tmp_path):
     assert not list((ROOT / "polydg" / "mesh").glob("__pycache__/*.nbi"))
 
 
+def test_an_interrupt_lost_in_a_callback_from_c_ends_the_run_at_its_next_progress_line(capsys):
+    """A signal whose exception is raised inside a ctypes callback (as LLVM's object cache calls back during a
+    Numba compilation) is swallowed there and reaches only ``sys.unraisablehook``: the guard notes it and the
+    next progress line raises it again; an interrupt that was not lost is not raised twice."""
+    import ctypes
+
+    from polydg.cli import signals
+    from polydg.cli.progress import Progress
+    from polydg.errors import Interrupted
+
+    guard = signals.SignalGuard()
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda info: guard.note_unraisable(info) or hook(info)
+    signals.use(guard)
+    try:
+        callback = ctypes.CFUNCTYPE(None)(lambda: guard._handle(signal.SIGINT, None))
+        callback()  # the handler's exception is lost in the callback: the run would go on
+        assert guard.received == signal.SIGINT and guard.swallowed
+        with pytest.raises(Interrupted) as raised:
+            Progress(quiet=True)("polytopic mesh: 32 elements")
+        assert raised.value.signum == signal.SIGINT and not guard.swallowed
+        Progress(quiet=True)("DG space")  # raised once: the unwinding is not cut short by it again
+        other = signals.SignalGuard()
+        assert not other.note_unraisable(type("Info", (), {"exc_value": Interrupted(signal.SIGINT)})())
+    finally:
+        signals.use(None)
+        sys.unraisablehook = hook
+
+
 def test_ctrl_c_during_a_cold_compilation_is_an_interrupt(tmp_path):
     process = subprocess.Popen([sys.executable, "-m", "polydg.assemble", "--mesh", "square:4", "--degree", "1"],
                                env=environment(NUMBA_CACHE_DIR=tmp_path), cwd=ROOT, stdout=subprocess.PIPE,

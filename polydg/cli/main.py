@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"polydg.assemble: warning: {one_line(message)}", file=sys.stderr)
 
     def unraisable(info):  # after an interrupt, what the interrupted code could not clean up is no news
-        if guard.received is None:
+        if not guard.note_unraisable(info) and guard.received is None:
             show_unraisable(info)
 
     def failed(error: BaseException) -> int:

@@ -19,6 +19,8 @@ import time
 from contextlib import contextmanager
 from typing import IO, Iterator
 
+from .signals import check as check_interrupt
+
 #: seconds a stage runs before its bar or spinner shows
 DELAY = 3.0
 
@@ -57,7 +59,9 @@ class Progress:
         self._activities = 0
 
     def __call__(self, message: str, file: IO | None = None) -> None:
-        """Say ``message``; ``file`` (a stream other than the run's) bypasses the live display."""
+        """Say ``message``; ``file`` (a stream other than the run's) bypasses the live display.  A point where
+        the run may stop: an interrupt lost where it was raised ends the run here (``signals.check``)."""
+        check_interrupt()
         if self.quiet:
             return
         line = f"[{time.perf_counter() - self.start:7.2f} s] {message}"

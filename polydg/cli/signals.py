@@ -7,6 +7,12 @@ Inside :func:`critical` (the few renames that publish the output) a signal
 waits until the block is done, and an MPI run's watch does not end the job
 there either.  After the run, they are ignored: a late Ctrl-C does not turn
 a finished run into a traceback from the interpreter's exit handlers.
+
+A signal that arrives while C code calls back into Python (LLVM's object
+cache inside a Numba compilation is one) raises inside that callback, and
+ctypes swallows the exception (it reaches ``sys.unraisablehook`` only): the
+guard notes it there (:meth:`SignalGuard.note_unraisable`) and raises it
+again at the run's next progress line (:func:`check`).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ class SignalGuard:
 
     def __init__(self) -> None:
         self.received: int | None = None  # the first signal of the run
+        self.swallowed = False  # its exception was lost in a callback from C: raise it again at check()
         self._defer = 0
         self._pending: int | None = None
         self._previous: dict[int, object] = {}
@@ -59,6 +66,20 @@ class SignalGuard:
         self.received = signum
         raise Interrupted(signum)
 
+    def note_unraisable(self, info) -> bool:
+        """Whether ``sys.unraisablehook``'s ``info`` is this run's interrupt, lost where it was raised (then
+        :meth:`check` raises it again)."""
+        if isinstance(info.exc_value, Interrupted) and self.received is not None:
+            self.swallowed = True
+            return True
+        return False
+
+    def check(self) -> None:
+        """Raise the run's interrupt again if its first raising was lost (see the module's text)."""
+        if self.swallowed:
+            self.swallowed = False
+            raise Interrupted(self.received)
+
     @contextmanager
     def deferred(self) -> Iterator[None]:
         """A block that a signal does not interrupt: it is raised when the block is done."""
@@ -83,6 +104,13 @@ def use(guard: SignalGuard | None, watch=None) -> None:
     _GUARD, _WATCH = guard, watch
 
 
+def check() -> None:
+    """At a point where the run may stop (a progress line): an interrupt lost in a callback from C ends it
+    here."""
+    if _GUARD is not None:
+        _GUARD.check()
+
+
 @contextmanager
 def critical() -> Iterator[None]:
     """A few steps that must not be cut in the middle by a signal or by the ranks' watch."""
@@ -94,4 +122,4 @@ def critical() -> Iterator[None]:
         yield
 
 
-__all__ = ["SIGNALS", "SignalGuard", "critical", "use"]
+__all__ = ["SIGNALS", "SignalGuard", "check", "critical", "use"]
