@@ -1010,7 +1010,7 @@ def bench_kept(space, problem, backend: str, repeat: int, options: dict | None =
     once): its first assembly, then the median of ``repeat`` later ones, stage by stage."""
     from polydg.assembly import Assembler
 
-    assembler = Assembler(space, backend=backend, **{"approach": "2", **(options or {})})
+    assembler = Assembler(space, backend=backend, approach="2", **(options or {}))
     t = time.perf_counter()
     first = assembler.assemble(problem).info["timings"]
     first_seconds = time.perf_counter() - t

@@ -317,7 +317,7 @@ class DeviceExecutor:
         if bk.array_namespace(a) is not np:
             return a
         a = np.ascontiguousarray(a)
-        return self.xp.asarray(a.astype(np.int64) if a.dtype.kind in "iub" else a)
+        return self.xp.asarray(a.astype(np.int64, copy=False) if a.dtype.kind in "iub" else a)
 
     def synchronize(self) -> None:
         if self.backend == "cupy":

@@ -144,10 +144,9 @@ class DeviceContext:
     def point_normals(self, faces_dev, pts) -> object:
         """The unit normal of each point's face (float64, on the device): face ``faces_dev[i]`` owns points
         ``pts[i]:pts[i+1]``."""
-        xp = self.xp
-        n_points = int(pts[-1])
-        owner = xp.searchsorted(pts, xp.arange(n_points, dtype=np.int64), side="right") - 1
-        return self.face_normal64[faces_dev[owner]]
+        from .device_pattern import segment_owner
+
+        return self.face_normal64[faces_dev[segment_owner(self.xp, pts, int(pts[-1]))]]
 
     def interface_faces(self, e_lo: int, e_hi: int) -> tuple[np.ndarray | None, object]:
         """Every face of the interfaces with a side in elements ``e_lo:e_hi``, on the device (the host's

@@ -48,4 +48,3 @@ def untimed(timings: dict) -> float:
     GPU work the stages left queued): the figure a split of the total into stages is judged by."""
     return timings["total_assembly"] - sum(timings[k] for k in ("total_kernels", "indices", "values",
                                                                 "quadrature_points", "coefficients", "penalty"))
-

@@ -133,7 +133,7 @@ class PolytopicMesh:
 
     def element_boundary_vertices(self) -> tuple[np.ndarray, np.ndarray]:
         """CSR (offsets, vertex ids) of the vertices on each element's boundary."""
-        return boundary_vertices(self.face_vertices, self.face_elements, self.n_elements, len(self.points))
+        return boundary_vertices(self.face_vertices, self.face_elements, self.n_elements)
 
     def statistics(self) -> dict:
         """Mesh statistics in the rows of the paper's Table 3."""
@@ -303,14 +303,12 @@ def _diameters(e_lo, e_hi, offsets, vertices, points, out):  # pragma: no cover 
         out[e] = np.sqrt(best)
 
 
-def boundary_vertices(
-    face_vertices: np.ndarray, face_elements: np.ndarray, n_elements: int, n_points: int
-) -> tuple[np.ndarray, np.ndarray]:
+def boundary_vertices(face_vertices: np.ndarray, face_elements: np.ndarray,
+                      n_elements: int) -> tuple[np.ndarray, np.ndarray]:
     """CSR (offsets, vertex ids) of the vertices on each element's boundary, sorted.
 
     The vertices of each element's faces gathered by element (a counting pass), then each element's short
     list sorted and its repeats dropped on every core: no sort of all the (element, vertex) keys.
-    ``n_points`` bounds the vertex ids (kept for the callers; the lists need no key range).
     """
     fv = np.ascontiguousarray(face_vertices, dtype=np.int64)
     fe = np.ascontiguousarray(face_elements, dtype=np.int64)
@@ -501,7 +499,7 @@ def build_polytopic_mesh(fine: SimplexMesh, cell_element: np.ndarray | None = No
     bbox_max = np.maximum.reduceat(xs.max(axis=1), offsets[:-1], axis=0)
     measure = np.bincount(simplex_element, weights=simplex_volume, minlength=n_el)
     # the diameter is attained at vertices on the element boundary
-    ev_off, ev_v = boundary_vertices(face_vertices, face_elements, n_el, len(P))
+    ev_off, ev_v = boundary_vertices(face_vertices, face_elements, n_el)
     diameter = np.zeros(n_el)
     parallel_range(_diameters, 0, n_el, ev_off, ev_v, P, diameter)
 
