@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
                                            VolumeCoefficients)
     from polydg.assembly.coefficients import Coefficients
     from polydg.assembly.plan import face_rule_degrees
-    from polydg.assembly.forms import interior_face_point, load_point, normal_flux, volume_point
+    from polydg.assembly.cuda_kernels import for_device
+    from polydg.assembly.forms import interior_face_point, load_point, normal_flux, trial_side, volume_point
     from polydg.assembly.penalty import diffusion_bound, face_penalty
     from polydg.assembly.points import simplex_points
     from polydg.basis import element_box_tables, eval_basis_point_scaled, legendre_recurrence, multi_indices
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 
     dev_box = cuda.jit(device=True)(element_box_tables.py_func)
     dev_basis = cuda.jit(device=True)(eval_basis_point_scaled.py_func)
-    dev_volume = cuda.jit(device=True)(volume_point.py_func)
+    dev_volume = for_device(volume_point, trial_side=cuda.jit(device=True)(trial_side.py_func))
     dev_load = cuda.jit(device=True)(load_point.py_func)
     dev_flux = cuda.jit(device=True)(normal_flux.py_func)
     dev_dot_normal = cuda.jit(device=True)(K._dot_normal.py_func)

@@ -117,7 +117,7 @@ def main(libdevice: str, cases: list[str]) -> int:
     calls = {}
     ptxas = shutil.which("ptxas", path=str(Path(libdevice).resolve().parents[2] / "bin"))
 
-    def record(ctx, kernel, name, n, key, *args):
+    def record(ctx, kernel, name, n, key, *args, block=None):
         calls.setdefault((name, ctx.plan.mesh.dim, ctx.plan.dtype.__name__), (kernel, (0,) + args))
 
     def record_pattern(row_element, *args):  # the pattern's index kernel (launched before the executor's)
@@ -133,7 +133,8 @@ def main(libdevice: str, cases: list[str]) -> int:
         # float64 every GPU reduction, float32 the deterministic one (the atomic float32 kernels differ from
         # the float64 ones only in the type of their atomic adds; the ordered sums' share the rows'
         # device functions): CI's time
-        for approach, precision in (("2", "double"), ("atomic", "double"), ("ordered", "double"), ("2", "single")):
+        for approach, precision in (("2", "double"), ("atomic", "double"), ("ordered", "double"), ("blocks", "double"),
+                                    ("2", "single")):
             assemble(space, problem, approach=approach, precision=precision, backend=bk.SIMULATOR)
     for (name, dim, dtype), (kernel, args) in sorted(calls.items(), key=lambda item: str(item[0])):
         start = time.perf_counter()

@@ -42,6 +42,7 @@ VARIANTS = {
     "rows-single": {"approach": "2", "precision": "single"},
     "atomic-single": {"approach": "atomic", "precision": "single"},
     "ordered": {"approach": "ordered"},
+    "blocks": {"approach": "blocks"},
 }
 
 #: extra variants: several chunks, the rows of a range of elements, and of a set with a gap
@@ -55,11 +56,14 @@ EXTRA = {
         "atomic-gap": {"approach": "atomic", "scope": AssemblyScope(elements=np.array([0, 2]))},
         "ordered-chunked": {"approach": "ordered", "memory_budget_mb": 0.002},
         "ordered-gap": {"approach": "ordered", "scope": AssemblyScope(elements=np.array([0, 2]))},
+        "blocks-chunked": {"approach": "blocks", "memory_budget_mb": 0.002},
+        "blocks-gap": {"approach": "blocks", "scope": AssemblyScope(elements=np.array([0, 2]))},
     },
     "3d-all-kinds": {
         "rows-gap": {"approach": "2", "scope": AssemblyScope(elements=np.array([0, 2]))},
         "atomic-gap": {"approach": "atomic", "scope": AssemblyScope(elements=np.array([0, 2]))},
         "ordered-single": {"approach": "ordered", "precision": "single"},
+        "blocks-single": {"approach": "blocks", "precision": "single"},
     },
 }
 
@@ -198,10 +202,11 @@ def main(out: str) -> int:
         arrays[f"pattern/{name}/on_device"] = np.array(all(type(getattr(pattern, f)) is DeviceStandIn
                                                            for f in PATTERN_FIELDS))
     space, problem = slab_pq_setup()
-    for approach in ("2", "atomic", "ordered"):
+    for approach in ("2", "atomic", "ordered", "blocks"):
         result = assemble(space, problem, backend="cudasim", approach=approach)
         arrays[f"slab-pq/{approach}/data"], arrays[f"slab-pq/{approach}/rhs"] = result.matrix.data, result.rhs
     arrays.update(_loads_alone())
+    arrays.update(_volumes_alone())
     arrays.update(_auto_choices())
     arrays.update(_kept_plans())
     arrays.update(_marches())
@@ -258,10 +263,34 @@ def _loads_alone() -> dict[str, np.ndarray]:
     arrays = {}
     for name in LOAD_CASES:
         space, problem, scope = load_setup(name)
-        for approach in ("2", "atomic", "ordered"):
+        for approach in ("2", "atomic", "ordered", "blocks"):
             result = assemble(space, problem, backend="cudasim", approach=approach, scope=scope, matrix=False)
             arrays[f"load/{name}/{approach}/rhs"] = result.rhs
             arrays[f"load/{name}/{approach}/matrix"] = np.array(result.matrix is None)
+    return arrays
+
+
+def _volumes_alone() -> dict[str, np.ndarray]:
+    """The volume terms alone (the executors' face passes switched off) of the row kernels and of the block per
+    element ("blocks"), on the 2D and 3D all-kinds cases (mixed degrees)."""
+    from polydg.assembly import assemble
+    from polydg.assembly.reductions.ordered import DeviceOrderedPasses
+    from polydg.assembly.reductions.rows import DeviceRowPasses
+
+    saved = [(cls, cls.interior_faces, cls.boundary) for cls in (DeviceRowPasses, DeviceOrderedPasses)]
+    for cls, _, _ in saved:
+        cls.interior_faces, cls.boundary = (lambda self: None), (lambda self, *args: None)
+    arrays = {}
+    try:
+        for name in ("2d-all-kinds", "3d-all-kinds"):
+            space, problem = case_setup(name)
+            for approach in ("2", "blocks"):
+                result = assemble(space, problem, backend="cudasim", approach=approach)
+                arrays[f"volume/{name}/{approach}/data"], arrays[f"volume/{name}/{approach}/rhs"] = (
+                    result.matrix.data, result.rhs)
+    finally:
+        for cls, interior, boundary in saved:
+            cls.interior_faces, cls.boundary = interior, boundary
     return arrays
 
 

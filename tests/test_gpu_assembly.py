@@ -80,7 +80,7 @@ def test_gpu_kernels_compile_to_ptx_for_an_h100():
                          cwd=REPO)
     if "GPU-PTX-SKIP" in run.stdout:
         pytest.skip(run.stdout.strip().splitlines()[-1])
-    assert run.returncode == 0 and "GPU-PTX-OK 30 kernels" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 0 and "GPU-PTX-OK 31 kernels" in run.stdout, run.stdout + run.stderr
     # each nonlinear kernel compiled once per dimension: one argument signature for all the problem's paths
     assert sum(line.startswith("nl_") for line in run.stdout.splitlines()) == 14, run.stdout
 
@@ -122,10 +122,21 @@ def test_gpu_kernels_match_the_cpu(simulated, name, variant):
 def test_deterministic_gpu_kernels_are_bitwise_repeatable(simulated, name):
     for part in ("data", "rhs"):
         assert np.array_equal(simulated[f"{name}/rows/{part}"], simulated[f"{name}/rows-again/{part}"])
-    for kind in ("rows", "ordered"):  # each element's sums do not depend on the chunks
+    for kind in ("rows", "ordered", "blocks"):  # each element's sums do not depend on the chunks
         if f"{name}/{kind}-chunked/data" in simulated:
             assert np.array_equal(simulated[f"{name}/{kind}/data"], simulated[f"{name}/{kind}-chunked/data"])
             assert np.array_equal(simulated[f"{name}/{kind}/rhs"], simulated[f"{name}/{kind}-chunked/rhs"])
+
+
+@pytest.mark.parametrize("name", ["2d-all-kinds", "3d-all-kinds"])
+def test_a_block_per_element_sums_the_volume_as_the_row_kernels(simulated, name):
+    """Approach "blocks" (a thread per block entry, an element's points through shared memory a tile at a time)
+    adds the same terms in the same order as the row kernels' one thread per element: its volume matrix and load
+    are theirs bit for bit on the simulator (mixed degrees; the face passes switched off).  On a card the
+    compiler may contract the two kernels' sums differently: there the comparison is the CPU's, to 1e-13."""
+    for part in ("data", "rhs"):
+        rows, blocks = simulated[f"volume/{name}/2/{part}"], simulated[f"volume/{name}/blocks/{part}"]
+        assert np.abs(rows).max() > 0 and rows.tobytes() == blocks.tobytes(), part
 
 
 @pytest.mark.parametrize("approach", ["2", "atomic", "ordered"])
@@ -299,7 +310,7 @@ def test_the_cases_cover_every_face_kind_mixed_degrees_and_chunks():
 # space-time on the device: PQ_p slabs, the march with its state on the device
 
 
-@pytest.mark.parametrize("approach", ["2", "atomic", "ordered"])
+@pytest.mark.parametrize("approach", ["2", "atomic", "ordered", "blocks"])
 def test_a_pq_slab_on_the_device_matches_the_cpu(simulated, approach):
     space, problem = slab_pq_setup()
     assert space.basis == "PQ" and space.min_degree < space.max_degree
@@ -322,7 +333,7 @@ def test_the_default_approach_on_the_device_is_rows_or_ordered_by_the_mesh(simul
         assert _rel(simulated[f"auto/{name}/rhs"], cpu.rhs) <= 1e-13
 
 
-@pytest.mark.parametrize("approach", ["2", "atomic", "ordered"])
+@pytest.mark.parametrize("approach", ["2", "atomic", "ordered", "blocks"])
 @pytest.mark.parametrize("name", LOAD_CASES)
 def test_the_load_alone_on_the_device_is_the_cpus(simulated, name, approach):
     """``matrix=False`` on the device: no matrix, and the load of the CPU's load alone (which equals the full
@@ -561,15 +572,13 @@ def test_gpu_executor_on_two_mpi_ranks_matches_the_cpu(tmp_path):
         assert _rel(got[f"{approach}/rhs"], cpu.rhs) <= 1e-13
 
 
-def test_kernel_launches_keep_numba_cudas_small_grid_warning_to_themselves():
-    """A small chunk, a small mesh and every compiling launch give grids that cannot fill a card: numba-cuda's
-    low-occupancy warning about them is polydg's business, not the user's (it flooded the H100 runs' logs).
-    Turned off by numba-cuda's own switch around polydg's launches and restored after; a launch of the user's
-    own still warns."""
-    script = """
+LAUNCH_SCRIPT = """
 import warnings
+from typing import NamedTuple
+import numpy as np
 from numba.core.errors import NumbaPerformanceWarning
-from polydg.assembly.cuda_kernels import cuda_config, launch, warm
+from polydg.assembly import cuda_kernels
+from polydg.assembly.cuda_kernels import ViewCache, cuda_config, launch, warm
 
 class Kernel:  # as numba-cuda's dispatcher: the switch read when the grid is given
     launched = []
@@ -591,9 +600,64 @@ with warnings.catch_warnings(record=True) as caught:
     Kernel()[1, 1]()
 assert [w.category for w in caught] == [NumbaPerformanceWarning], caught
 print("QUIET-LAUNCH-OK")
+
+class Foreign:  # as a CuPy array: memory another library owns, described by the CUDA array interface
+    def __init__(self, n):
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "<f8", "data": (1000 + n, False), "version": 3}
+
+made = []
+def from_interface(desc, owner=None, sync=True):  # as numba-cuda's: a device array on the same memory
+    made.append((desc["data"][0], owner, sync))
+    return ("view", desc["data"][0])
+
+cuda_kernels.cuda.from_cuda_array_interface = from_interface  # the simulator has none
+class Pair(NamedTuple):
+    a: object
+    b: object
+
+host = np.zeros(3)
+plan = Pair(Foreign(1), host)
+chunk = Pair(Foreign(2), host)
+views = ViewCache(plan)
+assert made == [(1001, plan.a, False)], made  # viewed once, owner kept, no stream waited for
+for _ in range(3):
+    got = views((7, plan, chunk, host))
+    assert got[0] == 7 and got[2] is chunk and got[3] is host, got  # others pass as they are
+    assert type(got[1]) is Pair and got[1].a == ("view", 1001) and got[1].b is host, got[1]
+assert len(made) == 1, made  # not again at each launch
+same_fields = Pair(*plan)  # equal to the structure viewed, but another object: not its views
+assert views((same_fields,))[0] is same_fields
+views.add(same_fields)
+assert views((same_fields,))[0].a == ("view", 1001) and len(made) == 2
+class Own(Foreign):  # numba-cuda's own device array: typed fast already
+    _numba_type_ = "array"
+
+own = Own(3)
+assert cuda_kernels.launch_view(own) is own and len(made) == 2
+print("LAUNCH-VIEWS-OK")
 """
+
+
+@pytest.fixture(scope="module")
+def launch_script() -> subprocess.CompletedProcess:
+    """The launch helpers of ``cuda_kernels`` exercised on the simulator (one subprocess)."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
                PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
-                         cwd=REPO)
-    assert run.returncode == 0 and "QUIET-LAUNCH-OK" in run.stdout, run.stdout + run.stderr
+    return subprocess.run([sys.executable, "-c", LAUNCH_SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=REPO)
+
+
+def test_kernel_launches_keep_numba_cudas_small_grid_warning_to_themselves(launch_script):
+    """A small chunk, a small mesh and every compiling launch give grids that cannot fill a card: numba-cuda's
+    low-occupancy warning about them is polydg's business, not the user's (it flooded the H100 runs' logs).
+    Turned off by numba-cuda's own switch around polydg's launches and restored after; a launch of the user's
+    own still warns."""
+    assert "QUIET-LAUNCH-OK" in launch_script.stdout, launch_script.stdout + launch_script.stderr
+
+
+def test_structures_every_launch_reads_are_viewed_once_as_numba_cuda_arrays(launch_script):
+    """numba-cuda types a CuPy array at every launch about four times slower than one of its own device
+    arrays (``launch/gpu_launch_overhead.py`` on an H100): the structures many launches read are viewed once
+    (``ViewCache``: by identity, owner kept, no stream synchronised); a chunk's arrays pass as they are."""
+    assert launch_script.returncode == 0 and "LAUNCH-VIEWS-OK" in launch_script.stdout, \
+        launch_script.stdout + launch_script.stderr

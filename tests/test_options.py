@@ -28,7 +28,7 @@ import mpi_options_cases as cases  # noqa: E402
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"approach": "3"}, "unknown approach '3'; choose one of auto, 2, atomic, 1, ordered"),
+    ({"approach": "3"}, "unknown approach '3'; choose one of auto, 2, atomic, 1, ordered, blocks"),
     ({"precision": "half"}, "unknown precision 'half'; choose double or single"),
     ({"penalty_kind": "papr"}, "unknown penalty kind 'papr'; choose one of paper, classical"),
     ({"penalty": 0}, "penalty constant must be positive, got 0.0"),
@@ -37,7 +37,7 @@ import mpi_options_cases as cases  # noqa: E402
     ({"quadrature_extra": 1.5}, "quadrature extra degree must be an integer >= 0, got 1.5"),
     ({"memory_budget_mb": -2}, "memory budget must be positive, got -2.0 MB"),
     ({"backend": "opencl"}, "unknown backend 'opencl'; choose one of numpy, cupy, auto"),
-    ({"approach": "1", "backend": "cupy"}, "approach '1' runs on the CPU only; on a GPU use approach 2, atomic or ordered"),
+    ({"approach": "1", "backend": "cupy"}, "approach '1' runs on the CPU only; on a GPU use approach 2, atomic, ordered or blocks"),
 ])
 def test_each_bad_value_is_one_line_naming_it(changes, message):
     for make in (lambda: AssemblyOptions(**changes), lambda: AssemblyOptions().replace(**changes)):

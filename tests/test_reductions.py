@@ -27,14 +27,18 @@ def _space():
 
 
 def test_every_approach_is_a_registered_reduction():
-    assert APPROACHES == ("auto",) + tuple(REDUCTIONS) and tuple(REDUCTIONS) == ("2", "atomic", "1", "ordered")
-    rows, atomic, coo, ordered = (reduction(name) for name in REDUCTIONS)
+    assert APPROACHES == ("auto",) + tuple(REDUCTIONS)
+    assert tuple(REDUCTIONS) == ("2", "atomic", "1", "ordered", "blocks")
+    rows, atomic, coo, ordered, blocks = (reduction(name) for name in REDUCTIONS)
     assert rows.deterministic and rows.fills_pattern and rows.devices == ("cpu", "gpu")
     assert not atomic.deterministic and atomic.fills_pattern and atomic.devices == ("cpu", "gpu")
     assert coo.deterministic and not coo.fills_pattern and coo.devices == ("cpu",) and coo.gpu is None
     assert ordered.deterministic and ordered.fills_pattern and ordered.devices == ("cpu", "gpu")
     assert ordered.cpu is rows.cpu  # on the CPU, the row kernels
-    assert gpu_reductions() == ("2", "atomic", "ordered") and reduction(LOAD_ALONE) is rows
+    assert blocks.deterministic and blocks.fills_pattern and blocks.devices == ("cpu", "gpu")
+    assert blocks.cpu is rows.cpu  # on the CPU, the row kernels; on a GPU the ordered sums' faces, their scratch
+    assert blocks.scratch(5, 8) == (0, ordered.scratch(5, 8)[1]) and ordered.scratch(5, 8)[0] > 0
+    assert gpu_reductions() == ("2", "atomic", "ordered", "blocks") and reduction(LOAD_ALONE) is rows
     assert reduction(2) is rows  # the command line's and the user's spelling alike
 
 
@@ -50,13 +54,13 @@ def test_each_approach_has_its_cpu_and_gpu_executors():
             assert entry.devices == ("cpu",)
             assert AssemblyOptions(approach=name).backend == "numpy"  # no GPU executor: placed on the CPU
             with pytest.raises(OptionError, match=f"approach '{name}' runs on the CPU only; on a GPU use "
-                                                  "approach 2, atomic or ordered"):
+                                                  "approach 2, atomic, ordered or blocks"):
                 AssemblyOptions(approach=name, backend="cupy")
         else:
             assert entry.devices == ("cpu", "gpu") and entry.gpu is not entry.cpu
             assert isinstance(entry.gpu, type) and all(callable(getattr(entry.gpu, m, None))
                                                        for m in ("volume", "interior_faces", "boundary"))
-    assert [reduction(n).gpu is not None for n in REDUCTIONS] == [True, True, False, True]
+    assert [reduction(n).gpu is not None for n in REDUCTIONS] == [True, True, False, True, True]
 
 
 def test_the_command_line_offers_the_registered_approaches():
@@ -67,10 +71,10 @@ def test_the_command_line_offers_the_registered_approaches():
 
 
 def test_an_unknown_approach_is_refused_with_the_registered_names():
-    with pytest.raises(OptionError, match=r"^unknown approach '3'; choose one of auto, 2, atomic, 1, ordered$"):
+    with pytest.raises(OptionError, match=r"^unknown approach '3'; choose one of auto, 2, atomic, 1, ordered, blocks$"):
         AssemblyOptions(approach="3")  # the options' own check, as before the registry
 
-    with pytest.raises(OptionError, match=r"unknown approach 'rows'; choose one of auto, 2, atomic, 1, ordered"):
+    with pytest.raises(OptionError, match=r"unknown approach 'rows'; choose one of auto, 2, atomic, 1, ordered, blocks"):
         reduction("rows")
     with pytest.raises(OptionError, match="unknown approach"):
         assemble(_space(), builtin_problem("poisson", 2), approach="rows")

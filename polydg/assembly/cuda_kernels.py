@@ -43,6 +43,7 @@ the right one, as on the CPU.
 
 from __future__ import annotations
 
+import types
 from contextlib import contextmanager
 from functools import lru_cache
 from types import SimpleNamespace
@@ -57,7 +58,8 @@ except ImportError:  # pragma: no cover - older numba-cuda
 
 from ..backend import numpy_aliases_for_numba_cuda
 from ..basis import basis_indices, element_box_tables, eval_basis_point_scaled, legendre_recurrence
-from .forms import dirichlet_point, inflow_point, interior_face_point, load_point, neumann_point, normal_flux, volume_point
+from .forms import (dirichlet_point, inflow_point, interior_face_point, load_point, neumann_point, normal_flux,
+                    trial_side, volume_point)
 from .kernels import DIFFUSIVE, _dot_normal
 
 numpy_aliases_for_numba_cuda()  # before numba-cuda's CUDA target first loads (at the first compilation)
@@ -65,10 +67,19 @@ numpy_aliases_for_numba_cuda()  # before numba-cuda's CUDA target first loads (a
 #: threads per block: a multiple of the warp on a GPU; the simulator runs a Python thread per GPU thread
 THREADS = 32 if config.ENABLE_CUDASIM else 128
 
+
+def for_device(function, **helpers):
+    """``function``'s source compiled for the device, the CPU helpers it calls resolved to device ones."""
+    names = dict(function.py_func.__globals__, **helpers)
+    py = types.FunctionType(function.py_func.__code__, names, function.py_func.__name__)
+    return cuda.jit(device=True)(py)
+
+
 # the per-point mathematics, compiled for the device from the CPU's source
 _box_tables = cuda.jit(device=True)(element_box_tables.py_func)
 _basis = cuda.jit(device=True)(eval_basis_point_scaled.py_func)
-_volume = cuda.jit(device=True)(volume_point.py_func)
+_trial = cuda.jit(device=True)(trial_side.py_func)
+_volume = for_device(volume_point, trial_side=_trial)
 _load = cuda.jit(device=True)(load_point.py_func)
 _flux = cuda.jit(device=True)(normal_flux.py_func)
 _dot_n = cuda.jit(device=True)(_dot_normal.py_func)
@@ -223,11 +234,52 @@ def _small_grids_expected():
         cuda_config.CUDA_LOW_OCCUPANCY_WARNINGS = before
 
 
-def launch(kernel, n: int, *args) -> None:
-    """Run ``kernel`` with at least ``n`` threads (one per element or entity), ``THREADS`` per block."""
+def launch_view(a):
+    """``a`` as a launch reads it fastest: an array of another library (CuPy's, anything with
+    ``__cuda_array_interface__``) as a numba-cuda device array on the same memory, a ``NamedTuple``
+    field by field, anything else as it is.
+
+    numba-cuda types a foreign array again at every launch, a view of its own about four times faster,
+    so the structures many launches read are viewed once (:class:`ViewCache`).  No stream is waited for:
+    polydg's CuPy work and its launches share the legacy default stream, which orders them (a CuPy stream
+    of the caller's own would need an event before the launch).
+    """
+    if isinstance(a, tuple) and hasattr(a, "_fields"):
+        return type(a)(*(launch_view(x) for x in a))
+    if hasattr(a, "__cuda_array_interface__") and not hasattr(a, "_numba_type_"):  # not numba-cuda's own
+        return cuda.from_cuda_array_interface(a.__cuda_array_interface__, owner=a, sync=False)
+    return a
+
+
+class ViewCache:
+    """Launch views (:func:`launch_view`) of the structures given, by identity; other arguments pass as they are.
+
+    It holds each structure it viewed, so no other object can take its identity while the views live; the
+    arrays of one chunk are left out, so that they are freed with the chunk."""
+
+    def __init__(self, *structures):
+        self._views: dict[int, tuple] = {}
+        self.add(*structures)
+
+    def add(self, *structures) -> None:
+        for s in structures:
+            self._views[id(s)] = (s, launch_view(s))
+
+    def __call__(self, args: tuple) -> tuple:
+        out = []
+        for a in args:
+            kept = self._views.get(id(a))
+            out.append(kept[1] if kept is not None and kept[0] is a else a)
+        return tuple(out)
+
+
+def launch(kernel, n: int, *args, block: int | None = None) -> None:
+    """Run ``kernel`` with at least ``n`` threads (one per element or entity), ``THREADS`` per block; with
+    ``block``, ``n`` blocks of ``block`` threads (a block per element)."""
     if n > 0:
+        grid = (n, block) if block else ((n + THREADS - 1) // THREADS, THREADS)
         with _small_grids_expected():
-            kernel[(n + THREADS - 1) // THREADS, THREADS](n, *args)
+            kernel[grid](n, *args)
 
 
 def warm(kernel, *args) -> None:
@@ -258,6 +310,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
     REC = legendre_recurrence(int(pmax), np.dtype(dtype))
     NB = len(TABLE)
     DT = from_dtype(np.dtype(dtype))
+    I64 = from_dtype(np.dtype(np.int64))
 
     # -- one entity's blocks: the atomic kernels' and the ordered sums' pieces (``cuda_sums.py``) ----------
 
@@ -377,6 +430,107 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
                           pattern.row_width[e], block, nb, nb)
         _atomic_vec(values.rhs, pattern.row_start[e], vec, nb)
 
+    # -- volume, a thread block per element: a thread per block entry -----------------------------------
+    # A tile of the element's points at a time: TILE threads form each point's basis and trial side (as
+    # the rows' simplex_terms do) into shared memory; then every thread adds the tile to its entries, in
+    # point order.  The per-point arithmetic and the order of the sums are the row kernel's.
+    TILE = max(1, min(32, 6000 // (NB * (2 * D + 2) + 1)))  # shared memory: under 48 KB of float64
+    # threads per element: the entries (NB^2 block entries, NB load rows) in whole warps, at most 256
+    ENTRY_THREADS = 32 if config.ENABLE_CUDASIM else min(256, 32 * ((NB * NB + NB + 31) // 32))
+    ENTRIES = (NB * NB + NB + ENTRY_THREADS - 1) // ENTRY_THREADS  # per thread: block entries, then load rows
+    # at most 64 entries a thread on a card (NB <= 127: 3D P up to p = 7, 2D+1 PQ to 5, 3D+1 PQ to 3); a
+    # larger basis runs the ordered sums' volume in "blocks" (this kernel is then not compiled)
+    ENTRIES_FIT = NB * NB + NB <= 64 * 256
+
+    @cuda.jit(device=True)
+    def _entry_point(q, i, j, sphi, sgrad, sag, sbg):
+        """Point q's term of block entry (i, j), as ``forms.volume_point`` adds it."""
+        if D == 3:
+            return (sphi[q, i] * sbg[q, j] + sgrad[q, 0, i] * sag[q, 0, j] + sgrad[q, 1, i] * sag[q, 1, j]
+                    + sgrad[q, 2, i] * sag[q, 2, j])
+        if D == 2:
+            return sphi[q, i] * sbg[q, j] + sgrad[q, 0, i] * sag[q, 0, j] + sgrad[q, 1, i] * sag[q, 1, j]
+        t = sphi[q, i] * sbg[q, j]
+        for k in range(D):
+            t += sgrad[q, k, i] * sag[q, k, j]
+        return t
+
+    @cuda.jit
+    def volume_entries(n_el, e_lo, want_block, element_offsets, s_lo, points, coef, basis, pattern, values):
+        """Element ``e_lo + blockIdx``'s volume block and load: launched with ``ENTRY_THREADS`` threads per
+        block, one block per element (:func:`launch`'s ``block``)."""
+        b, tid = cuda.blockIdx.x, cuda.threadIdx.x
+        if b >= n_el:
+            return
+        e = e_lo + b
+        if pattern.row_base[e] < 0:
+            return  # the whole block: not a row of this assembly
+        table = cuda.const.array_like(TABLE)
+        rec = cuda.const.array_like(REC)
+        # one shared array per line: the simulator tells them apart by the line that makes them
+        sphi = cuda.shared.array((TILE, NB), DT)
+        sbg = cuda.shared.array((TILE, NB), DT)
+        sgrad = cuda.shared.array((TILE, D, NB), DT)
+        sag = cuda.shared.array((TILE, D, NB), DT)
+        swf = cuda.shared.array(TILE, DT)
+        box, scale = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
+        leg, dleg = cuda.local.array((D, P1), DT), cuda.local.array((D, P1), DT)
+        phi, gradT = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT)
+        ag, bg = cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
+        acc = cuda.local.array(ENTRIES, DT)
+        # this thread's entries: block entry (ent_i, ent_j), load row ent_i (ent_j -1), or none (ent_j -2)
+        ent_i, ent_j = cuda.local.array(ENTRIES, I64), cuda.local.array(ENTRIES, I64)
+        X, W = points.x, points.weight
+        A, B, C, F = coef
+        nb, p = basis.nbasis[e], basis.degree[e]
+        n_block = nb * nb if want_block else 0
+        first = 0 if want_block else nb * nb  # the load alone: its rows only
+        for m in range(ENTRIES):
+            acc[m] = 0
+            idx = first + tid + m * ENTRY_THREADS
+            ent_i[m], ent_j[m] = 0, -2
+            if idx < n_block:
+                ent_i[m] = idx // nb
+                ent_j[m] = idx - ent_i[m] * nb
+            elif idx >= nb * nb and idx < nb * nb + nb:
+                ent_i[m], ent_j[m] = idx - nb * nb, -1
+        if tid < TILE:
+            _box_tables(basis.lo[e], basis.hi[e], p, box, scale)
+        r0 = points.offsets[element_offsets[e] - s_lo]
+        r1 = points.offsets[element_offsets[e + 1] - s_lo]
+        for q0 in range(r0, r1, TILE):
+            nq = min(TILE, r1 - q0)
+            if tid < nq:
+                r = q0 + tid
+                _basis(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, gradT)
+                for j in range(nb):
+                    sphi[tid, j] = phi[j]
+                if want_block:
+                    _trial(W[r], phi, gradT, nb, A[_row(r, A)], B[_row(r, B)], C[_row(r, C)], ag, bg)
+                    for j in range(nb):
+                        sbg[tid, j] = bg[j]
+                        for k in range(D):
+                            sgrad[tid, k, j] = gradT[k, j]
+                            sag[tid, k, j] = ag[k, j]
+                swf[tid] = W[r] * F[_row(r, F)]
+            cuda.syncthreads()
+            for m in range(ENTRIES):
+                i, j = ent_i[m], ent_j[m]
+                if j >= 0:
+                    for q in range(nq):
+                        acc[m] += _entry_point(q, i, j, sphi, sgrad, sag, sbg)
+                elif j == -1:
+                    for q in range(nq):
+                        acc[m] += swf[q] * sphi[q, i]
+            cuda.syncthreads()
+        pos = pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]]
+        for m in range(ENTRIES):
+            i, j = ent_i[m], ent_j[m]
+            if j >= 0:
+                values.data[pos + i * pattern.row_width[e] + j] += acc[m]
+            elif j == -1:
+                values.rhs[pattern.row_start[e] + i] += acc[m]
+
     # -- interior faces ---------------------------------------------------------
 
     @cuda.jit
@@ -491,7 +645,8 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
     return SimpleNamespace(volume_rows=volume_rows, volume_atomic=volume_atomic, interior_rows=interior_rows,
                            interior_atomic=interior_atomic, boundary_rows=boundary_rows,
                            boundary_atomic=boundary_atomic, simplex_blocks=simplex_blocks,
-                           interior_side_blocks=interior_side_blocks, boundary_face_blocks=boundary_face_blocks)
+                           interior_side_blocks=interior_side_blocks, boundary_face_blocks=boundary_face_blocks,
+                           volume_entries=volume_entries, ENTRY_THREADS=ENTRY_THREADS, ENTRIES_FIT=ENTRIES_FIT)
 
 
 # ---------------------------------------------------------------------------

@@ -12,7 +12,6 @@ only (a Newton iteration in single precision stalls at its round-off).  This mod
 from __future__ import annotations
 
 import time
-import types
 from functools import lru_cache
 from types import SimpleNamespace
 
@@ -23,7 +22,7 @@ from .. import backend as bk
 from ..backend import contiguous, numpy_aliases_for_numba_cuda
 from ..basis import basis_indices, element_box_tables, eval_basis_point_scaled, legendre_recurrence
 from . import linearization as forms
-from .cuda_kernels import launch, warm
+from .cuda_kernels import for_device, launch, warm
 from .linearization import PointForms
 from .linearized_passes import HostExecutor
 from .plan import AssemblyPlan
@@ -36,19 +35,12 @@ _box_tables = cuda.jit(device=True)(element_box_tables.py_func)
 _basis = cuda.jit(device=True)(eval_basis_point_scaled.py_func)
 
 
-def _for_device(function, **helpers):
-    """``function``'s source compiled for the device, the CPU helpers it calls resolved to device ones."""
-    names = dict(function.py_func.__globals__, **helpers)
-    py = types.FunctionType(function.py_func.__code__, names, function.py_func.__name__)
-    return cuda.jit(device=True)(py)
-
-
 _row = cuda.jit(device=True)(forms._row.py_func)
 _entry = cuda.jit(device=True)(forms._entry.py_func)
-_products = _for_device(forms._normal_products, _row=_row, _entry=_entry)
-_volume_point = _for_device(forms.volume_point, _row=_row, _entry=_entry)
-_interior_point = _for_device(forms.interior_point, _row=_row, _entry=_entry, _normal_products=_products)
-_boundary_point = _for_device(forms.boundary_point, _row=_row, _entry=_entry, _normal_products=_products)
+_products = for_device(forms._normal_products, _row=_row, _entry=_entry)
+_volume_point = for_device(forms.volume_point, _row=_row, _entry=_entry)
+_interior_point = for_device(forms.interior_point, _row=_row, _entry=_entry, _normal_products=_products)
+_boundary_point = for_device(forms.boundary_point, _row=_row, _entry=_entry, _normal_products=_products)
 
 
 @cuda.jit(device=True)

@@ -49,7 +49,7 @@ class DeviceContext:
 
     def __init__(self, plan: AssemblyPlan, backend: str, coefficients: Coefficients, workspace: Workspace,
                  timer: Timer, progress: Callable[[str, int, int], None] | None = None, kept: dict | None = None):
-        from .cuda_kernels import gpu_kernels  # imports numba.cuda: only here, on the GPU path
+        from .cuda_kernels import ViewCache, gpu_kernels  # imports numba.cuda: only here, on the GPU path
 
         self.plan, self.backend, self.workspace, self.timer = plan, backend, workspace, timer
         self.progress = progress
@@ -80,6 +80,8 @@ class DeviceContext:
         self.simplex_volume, self.face_vertices = kept["simplex_volume"], kept["face_vertices"]
         self.face_measure = kept["face_measure"]
         self.coefficients = DeviceCoefficients(coefficients.problem, mesh.dim, plan.dtype, self.xp)
+        # what every launch reads, viewed once as numba-cuda's own arrays (a launch types those faster)
+        self.views = ViewCache(self.args.pattern, self.args.basis, self.args.faces, self.values)
         timer.add("values", t)
         self._warm: set[str] = set()
 
@@ -89,6 +91,7 @@ class DeviceContext:
         key = f"mesh.{name}"
         if key not in self.kept:
             self.kept[key] = self.dev(getattr(self.plan.mesh, name))
+        self.views.add(self.kept[key])
         return self.kept[key]
 
     def dev(self, a) -> object:
@@ -103,14 +106,16 @@ class DeviceContext:
         """Launch kernel ``name`` (of ``cuda_kernels.gpu_kernels``) on ``n`` threads, timed as ``key``."""
         self.run_kernel(getattr(self.kernels, name), name, n, key, *args)
 
-    def run_kernel(self, kernel, name: str, n: int, key: str, *args) -> None:
-        """Launch ``kernel`` on ``n`` threads, timed as ``key``; its first launch compiles (timed as ``jit``).
+    def run_kernel(self, kernel, name: str, n: int, key: str, *args, block: int | None = None) -> None:
+        """Launch ``kernel`` on ``n`` threads (with ``block``: ``n`` blocks of ``block`` threads), timed as
+        ``key``; its first launch compiles (timed as ``jit``).
 
         ``key``'s row holds the launch and the device work still queued before it (the stages do not wait):
         the wait for that work comes before a first launch's compilation, so that ``jit``, which no total
         counts, holds only the compilation."""
         from .cuda_kernels import launch, warm
 
+        args = self.views(args)
         if name not in self._warm:  # one launch whose threads all return: numba-cuda compiles it here
             t = time.perf_counter()
             self.synchronize()
@@ -120,7 +125,7 @@ class DeviceContext:
             self.timer.add("jit", t)
             self._warm.add(name)
         t = time.perf_counter()
-        launch(kernel, n, *args)
+        launch(kernel, n, *args, block=block)
         self.synchronize()
         self.timer.add(key, t)
 

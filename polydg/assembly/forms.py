@@ -20,15 +20,9 @@ from numba import njit
 
 
 @njit(cache=True, inline="always")
-def volume_point(w, phi, gradT, nb, A, b, c, block, ag, bg):  # pragma: no cover - compiled
-    """block[i, j] += w (A grad phi_j . grad phi_i + (b . grad phi_j + c phi_j) phi_i).
-
-    ``gradT[k, j]`` is d phi_j / d x_k.  The trial side is contracted with the
-    coefficients first, into ``ag`` (d, nb) = w A grad phi_j and ``bg`` (nb,)
-    = w (b . grad phi_j + c phi_j); every loop over j then runs along
-    contiguous memory, so the compiler vectorises it:
-    block[i, :] += phi_i bg + sum_k gradT[k, i] ag[k, :].
-    """
+def trial_side(w, phi, gradT, nb, A, b, c, ag, bg):  # pragma: no cover - compiled
+    """The trial side of :func:`volume_point` at one point: ``ag`` (d, nb) = w A grad phi_j and ``bg`` (nb,)
+    = w (b . grad phi_j + c phi_j), so that block[i, j] += phi_i bg[j] + sum_k gradT[k, i] ag[k, j]."""
     d = gradT.shape[0]
     for j in range(nb):
         bg[j] = c * phi[j]
@@ -47,6 +41,19 @@ def volume_point(w, phi, gradT, nb, A, b, c, block, ag, bg):  # pragma: no cover
             ag[k, j] *= w
     for j in range(nb):
         bg[j] *= w
+
+
+@njit(cache=True, inline="always")
+def volume_point(w, phi, gradT, nb, A, b, c, block, ag, bg):  # pragma: no cover - compiled
+    """block[i, j] += w (A grad phi_j . grad phi_i + (b . grad phi_j + c phi_j) phi_i).
+
+    ``gradT[k, j]`` is d phi_j / d x_k.  The trial side is contracted with the
+    coefficients first (:func:`trial_side`); every loop over j then runs along
+    contiguous memory, so the compiler vectorises it:
+    block[i, :] += phi_i bg + sum_k gradT[k, i] ag[k, :].
+    """
+    d = gradT.shape[0]
+    trial_side(w, phi, gradT, nb, A, b, c, ag, bg)
     if d == 3:
         # two rows at a time: each loaded trial value feeds two rows
         for i in range(0, nb - 1, 2):

@@ -26,3 +26,12 @@ def scratch_bytes(nb: int, itemsize: int) -> tuple[int, int]:
     """
     entity, side = scratch_strides(nb)
     return entity * itemsize, 2 * side * itemsize
+
+
+def face_scratch_bytes(nb: int, itemsize: int) -> tuple[int, int]:
+    """:func:`scratch_bytes` of the faces alone: the ``"blocks"`` reduction, whose volume needs no scratch.
+
+    >>> face_scratch_bytes(3, 8)
+    (0, 288)
+    """
+    return 0, scratch_bytes(nb, itemsize)[1]

@@ -75,11 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "double)")
     # the registered reductions (polydg.assembly.reductions), written out so that parsing imports no compiled
     # layer; tests/test_reductions.py checks that they agree
-    a.add_argument("--approach", default="auto", choices=("auto", "2", "atomic", "1", "ordered"),
+    a.add_argument("--approach", default="auto", choices=("auto", "2", "atomic", "1", "ordered", "blocks"),
                    help="auto (default): the reproducible reduction for the mesh and device (2, or on a GPU "
                         "ordered for agglomerated meshes); 2: reproducible row kernels; atomic: scatter-add; 1: "
                         "COO baseline; ordered: on a GPU, entity blocks summed per element in a fixed order "
-                        "(reproducible)")
+                        "(reproducible); blocks: on a GPU, the volume a thread block per element, the faces as "
+                        "ordered (reproducible)")
     a.add_argument("--backend", default="numpy", choices=("numpy", "cupy", "auto"),
                    help="numpy (default), cupy (GPU: the matrix stays on the device and --solve solves there), "
                         "or auto (cupy when a GPU is usable)")

@@ -12,6 +12,9 @@
 ``"ordered"``  on a GPU a thread per entity writes its blocks, then a thread   yes            cpu, gpu
                per entry sums them per element in a fixed order (on the CPU
                the row kernels; ``ordered.py``)
+``"blocks"``   on a GPU the volume a thread block per element, a thread per     yes            cpu, gpu
+               block entry, the faces as ``"ordered"`` (on the CPU the row
+               kernels; ``blocks.py``)
 =============  ==============================================================  =============  ========
 
 An entry (:class:`Reduction`, ``registry.py``) names its CPU executor and
@@ -31,6 +34,6 @@ from __future__ import annotations
 
 from .registry import LOAD_ALONE, REDUCTIONS, Reduction, gpu_reductions, reduction, register
 
-from . import rows, atomic, coo, ordered  # noqa: E402,F401,I001  (each registers its entry; "2" first: "auto"'s on the CPU)
+from . import rows, atomic, coo, ordered, blocks  # noqa: E402,F401,I001  (each registers its entry; "2" first: "auto"'s on the CPU)
 
 __all__ = ["LOAD_ALONE", "REDUCTIONS", "Reduction", "gpu_reductions", "reduction", "register"]

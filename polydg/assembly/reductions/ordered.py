@@ -37,7 +37,6 @@ class DeviceOrderedPasses:
         self.kernels = gpu_sum_kernels(mesh.dim, int(space.max_degree), np.dtype(plan.dtype).type,
                                        getattr(space, "basis", "P"))
         self.entries = self.kernels.NB * self.kernels.NB  # a block's entries; volume and boundary: NB loads more
-        self.simplex_element = ctx.mesh_table("simplex_element")
         self.element_offsets = ctx.mesh_table("element_offsets")
 
     def _scratch(self, entities: int, stride: int):
@@ -56,7 +55,7 @@ class DeviceOrderedPasses:
     def volume(self, e_lo, e_hi, s_lo, s_hi, points, coef) -> None:
         ctx = self.ctx
         want, scratch = ctx.plan.matrix, self._scratch(s_hi - s_lo, self.kernels.STRIDE)
-        self._run("volume_pieces", s_hi - s_lo, "element_kernel", s_lo, want, self.simplex_element, points, coef,
+        self._run("volume_pieces", s_hi - s_lo, "element_kernel", s_lo, want, ctx.mesh_table("simplex_element"), points, coef,
                   ctx.args.basis, ctx.args.pattern, scratch)
         self._run("volume_sums", (e_hi - e_lo) * self._sum_entries(want), "element_kernel", e_lo, want,
                   self.element_offsets, s_lo, scratch, ctx.args.basis, ctx.args.pattern, ctx.values)
