@@ -206,7 +206,7 @@ def main(out: str) -> int:
         result = assemble(space, problem, backend="cudasim", approach=approach)
         arrays[f"slab-pq/{approach}/data"], arrays[f"slab-pq/{approach}/rhs"] = result.matrix.data, result.rhs
     arrays.update(_loads_alone())
-    arrays.update(_volumes_alone())
+    arrays.update(_terms_alone())
     arrays.update(_auto_choices())
     arrays.update(_kept_plans())
     arrays.update(_marches())
@@ -270,27 +270,42 @@ def _loads_alone() -> dict[str, np.ndarray]:
     return arrays
 
 
-def _volumes_alone() -> dict[str, np.ndarray]:
-    """The volume terms alone (the executors' face passes switched off) of the row kernels and of the block per
-    element ("blocks"), on the 2D and 3D all-kinds cases (mixed degrees)."""
+def _terms_alone() -> dict[str, np.ndarray]:
+    """The volume terms alone and the boundary terms alone (the executors' other passes switched off) of the
+    row kernels and of the block per element ("blocks"), on the 2D and 3D all-kinds cases (mixed degrees)."""
     from polydg.assembly import assemble
+    from polydg.assembly.reductions.blocks import DeviceBlockPasses
     from polydg.assembly.reductions.ordered import DeviceOrderedPasses
     from polydg.assembly.reductions.rows import DeviceRowPasses
 
-    saved = [(cls, cls.interior_faces, cls.boundary) for cls in (DeviceRowPasses, DeviceOrderedPasses)]
-    for cls, _, _ in saved:
-        cls.interior_faces, cls.boundary = (lambda self: None), (lambda self, *args: None)
+    executors = (DeviceRowPasses, DeviceOrderedPasses, DeviceBlockPasses)
+    saved = {cls: dict(vars(cls)) for cls in executors}
+    off = {"volume": lambda self, *args: None, "interior_faces": lambda self: None,
+           "boundary": lambda self, *args: None}
     arrays = {}
     try:
-        for name in ("2d-all-kinds", "3d-all-kinds"):
-            space, problem = case_setup(name)
-            for approach in ("2", "blocks"):
-                result = assemble(space, problem, backend="cudasim", approach=approach)
-                arrays[f"volume/{name}/{approach}/data"], arrays[f"volume/{name}/{approach}/rhs"] = (
-                    result.matrix.data, result.rhs)
+        for terms, kept in (("volume", "volume"), ("boundary", "boundary")):
+            for cls in executors:
+                for name, nothing in off.items():
+                    if name != kept:
+                        setattr(cls, name, nothing)
+                    elif name in saved[cls]:
+                        setattr(cls, name, saved[cls][name])
+                    elif name in vars(cls):
+                        delattr(cls, name)
+            for name in ("2d-all-kinds", "3d-all-kinds"):
+                space, problem = case_setup(name)
+                for approach in ("2", "blocks"):
+                    result = assemble(space, problem, backend="cudasim", approach=approach)
+                    arrays[f"{terms}/{name}/{approach}/data"] = result.matrix.data
+                    arrays[f"{terms}/{name}/{approach}/rhs"] = result.rhs
     finally:
-        for cls, interior, boundary in saved:
-            cls.interior_faces, cls.boundary = interior, boundary
+        for cls in executors:
+            for name in off:
+                if name in saved[cls]:
+                    setattr(cls, name, saved[cls][name])
+                elif name in vars(cls):
+                    delattr(cls, name)
     return arrays
 
 

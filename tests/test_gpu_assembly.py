@@ -80,7 +80,7 @@ def test_gpu_kernels_compile_to_ptx_for_an_h100():
                          cwd=REPO)
     if "GPU-PTX-SKIP" in run.stdout:
         pytest.skip(run.stdout.strip().splitlines()[-1])
-    assert run.returncode == 0 and "GPU-PTX-OK 31 kernels" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 0 and "GPU-PTX-OK 32 kernels" in run.stdout, run.stdout + run.stderr
     # each nonlinear kernel compiled once per dimension: one argument signature for all the problem's paths
     assert sum(line.startswith("nl_") for line in run.stdout.splitlines()) == 14, run.stdout
 
@@ -128,14 +128,16 @@ def test_deterministic_gpu_kernels_are_bitwise_repeatable(simulated, name):
             assert np.array_equal(simulated[f"{name}/{kind}/rhs"], simulated[f"{name}/{kind}-chunked/rhs"])
 
 
+@pytest.mark.parametrize("terms", ["volume", "boundary"])
 @pytest.mark.parametrize("name", ["2d-all-kinds", "3d-all-kinds"])
-def test_a_block_per_element_sums_the_volume_as_the_row_kernels(simulated, name):
+def test_a_block_per_element_sums_the_row_kernels_terms_in_their_order(simulated, name, terms):
     """Approach "blocks" (a thread per block entry, an element's points through shared memory a tile at a time)
-    adds the same terms in the same order as the row kernels' one thread per element: its volume matrix and load
-    are theirs bit for bit on the simulator (mixed degrees; the face passes switched off).  On a card the
-    compiler may contract the two kernels' sums differently: there the comparison is the CPU's, to 1e-13."""
+    adds the same volume terms, and the same boundary terms (Dirichlet, Neumann, inflow), in the same order as
+    the row kernels' one thread per element: each matrix and load is theirs bit for bit on the simulator (mixed
+    degrees; the other passes switched off).  On a card the compiler may contract the two kernels' sums
+    differently: there the comparison is the CPU's, to 1e-13."""
     for part in ("data", "rhs"):
-        rows, blocks = simulated[f"volume/{name}/2/{part}"], simulated[f"volume/{name}/blocks/{part}"]
+        rows, blocks = simulated[f"{terms}/{name}/2/{part}"], simulated[f"{terms}/{name}/blocks/{part}"]
         assert np.abs(rows).max() > 0 and rows.tobytes() == blocks.tobytes(), part
 
 

@@ -443,6 +443,33 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
     ENTRIES_FIT = NB * NB + NB <= 64 * 256
 
     @cuda.jit(device=True)
+    def _own_entries(tid, want_block, nb, acc, ent_i, ent_j):
+        """Thread tid's entries of an element of nb functions, zeroed: block entry (ent_i, ent_j), load row ent_i
+        (ent_j -1) or none (ent_j -2); the load alone (not ``want_block``) has the load rows only."""
+        n_block = nb * nb if want_block else 0
+        first = 0 if want_block else nb * nb
+        for m in range(ENTRIES):
+            acc[m] = 0
+            idx = first + tid + m * ENTRY_THREADS
+            ent_i[m], ent_j[m] = 0, -2
+            if idx < n_block:
+                ent_i[m] = idx // nb
+                ent_j[m] = idx - ent_i[m] * nb
+            elif idx >= nb * nb and idx < nb * nb + nb:
+                ent_i[m], ent_j[m] = idx - nb * nb, -1
+
+    @cuda.jit(device=True)
+    def _write_entries(e, acc, ent_i, ent_j, pattern, values):
+        """Add a thread's entries of element e at their CSR positions and load rows (each written by it alone)."""
+        pos = pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]]
+        for m in range(ENTRIES):
+            i, j = ent_i[m], ent_j[m]
+            if j >= 0:
+                values.data[pos + i * pattern.row_width[e] + j] += acc[m]
+            elif j == -1:
+                values.rhs[pattern.row_start[e] + i] += acc[m]
+
+    @cuda.jit(device=True)
     def _entry_point(q, i, j, sphi, sgrad, sag, sbg):
         """Point q's term of block entry (i, j), as ``forms.volume_point`` adds it."""
         if D == 3:
@@ -478,22 +505,11 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         phi, gradT = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT)
         ag, bg = cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
         acc = cuda.local.array(ENTRIES, DT)
-        # this thread's entries: block entry (ent_i, ent_j), load row ent_i (ent_j -1), or none (ent_j -2)
         ent_i, ent_j = cuda.local.array(ENTRIES, I64), cuda.local.array(ENTRIES, I64)
         X, W = points.x, points.weight
         A, B, C, F = coef
         nb, p = basis.nbasis[e], basis.degree[e]
-        n_block = nb * nb if want_block else 0
-        first = 0 if want_block else nb * nb  # the load alone: its rows only
-        for m in range(ENTRIES):
-            acc[m] = 0
-            idx = first + tid + m * ENTRY_THREADS
-            ent_i[m], ent_j[m] = 0, -2
-            if idx < n_block:
-                ent_i[m] = idx // nb
-                ent_j[m] = idx - ent_i[m] * nb
-            elif idx >= nb * nb and idx < nb * nb + nb:
-                ent_i[m], ent_j[m] = idx - nb * nb, -1
+        _own_entries(tid, want_block, nb, acc, ent_i, ent_j)
         if tid < TILE:
             _box_tables(basis.lo[e], basis.hi[e], p, box, scale)
         r0 = points.offsets[element_offsets[e] - s_lo]
@@ -523,13 +539,91 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
                     for q in range(nq):
                         acc[m] += swf[q] * sphi[q, i]
             cuda.syncthreads()
-        pos = pattern.row_base[e] + pattern.block_start[pattern.diag_entry[e]]
-        for m in range(ENTRIES):
-            i, j = ent_i[m], ent_j[m]
-            if j >= 0:
-                values.data[pos + i * pattern.row_width[e] + j] += acc[m]
-            elif j == -1:
-                values.rhs[pattern.row_start[e] + i] += acc[m]
+        _write_entries(e, acc, ent_i, ent_j, pattern, values)
+
+    @cuda.jit
+    def boundary_entries(n_el, e_lo, mode, want_block, points, coef, basis, faces, pattern, values):
+        """Element ``e_lo + blockIdx``'s boundary terms of ``mode`` (as ``boundary_terms``), a thread per
+        entry as in :func:`volume_entries`: its boundary faces with points in order, a tile of a face's
+        points at a time; a point thread writes the point's kind (0 nothing, 1 Dirichlet, 2 Neumann,
+        3 inflow), basis values, fluxes and scalars to shared memory."""
+        b, tid = cuda.blockIdx.x, cuda.threadIdx.x
+        if b >= n_el:
+            return
+        e = e_lo + b
+        if pattern.row_base[e] < 0:
+            return  # the whole block: not a row of this assembly
+        table = cuda.const.array_like(TABLE)
+        rec = cuda.const.array_like(REC)
+        sphi = cuda.shared.array((TILE, NB), DT)
+        sflux = cuda.shared.array((TILE, NB), DT)
+        skind = cuda.shared.array(TILE, I64)
+        sw = cuda.shared.array(TILE, DT)  # Dirichlet: w; inflow: -(b.n) w
+        sg = cuda.shared.array(TILE, DT)  # Dirichlet and inflow: g_D; Neumann: w g_N
+        box, scale = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
+        leg, dleg = cuda.local.array((D, P1), DT), cuda.local.array((D, P1), DT)
+        phi, gradT, flux = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
+        An = cuda.local.array(D, DT)
+        acc = cuda.local.array(ENTRIES, DT)
+        ent_i, ent_j = cuda.local.array(ENTRIES, I64), cuda.local.array(ENTRIES, I64)
+        X, W = points.x, points.weight
+        A, B, GD, GN, NEU = coef
+        nb, p = basis.nbasis[e], basis.degree[e]
+        _own_entries(tid, want_block, nb, acc, ent_i, ent_j)
+        if tid < TILE:
+            _box_tables(basis.lo[e], basis.hi[e], p, box, scale)
+        for f in range(faces.boundary_offsets[e], faces.boundary_offsets[e + 1]):  # e's boundary faces in order
+            fl = faces.face_local[f]
+            if fl < 0:
+                continue  # no points here (another mode's face, or its terms vanish)
+            n, sigma = faces.normal[f], faces.sigma[f]
+            for q0 in range(points.offsets[fl], points.offsets[fl + 1], TILE):
+                nq = min(TILE, points.offsets[fl + 1] - q0)
+                if tid < nq:
+                    r = q0 + tid
+                    ana = _dot_n(A[_row(r, A)], n, An)
+                    neumann = NEU[_row(r, NEU)] != 0
+                    kind = 0
+                    if mode == DIFFUSIVE:
+                        if ana > 0:
+                            _basis(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, gradT)
+                            if neumann:
+                                kind, sg[tid] = 2, W[r] * GN[_row(r, GN)]
+                            else:
+                                _flux(gradT, nb, An, flux)
+                                kind, sw[tid], sg[tid] = 1, W[r], GD[_row(r, GD)]
+                    else:
+                        bv = B[_row(r, B)]
+                        bn = bv[0] * n[0]
+                        for k in range(1, D):
+                            bn += bv[k] * n[k]
+                        if bn < 0 and not (ana > 0 and neumann):
+                            _basis(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, gradT)
+                            kind, sw[tid], sg[tid] = 3, -bn * W[r], GD[_row(r, GD)]
+                    skind[tid] = kind
+                    for j in range(nb):
+                        sphi[tid, j] = phi[j]
+                        sflux[tid, j] = flux[j]
+                cuda.syncthreads()
+                for m in range(ENTRIES):
+                    i, j = ent_i[m], ent_j[m]
+                    if j >= -1:
+                        for q in range(nq):
+                            kind = skind[q]
+                            if kind == 1:  # forms.dirichlet_point
+                                vi = sw[q] * sphi[q, i]
+                                gi = sw[q] * sflux[q, i]
+                                if j >= 0:
+                                    acc[m] += sigma * sphi[q, j] * vi - sflux[q, j] * vi - gi * sphi[q, j]
+                                else:
+                                    acc[m] += sg[q] * (sigma * vi - gi)
+                            elif kind == 3:  # forms.inflow_point
+                                vi = sw[q] * sphi[q, i]
+                                acc[m] += sphi[q, j] * vi if j >= 0 else sg[q] * vi
+                            elif kind == 2 and j == -1:  # forms.neumann_point
+                                acc[m] += sg[q] * sphi[q, i]
+                cuda.syncthreads()
+        _write_entries(e, acc, ent_i, ent_j, pattern, values)
 
     # -- interior faces ---------------------------------------------------------
 
@@ -646,7 +740,8 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
                            interior_atomic=interior_atomic, boundary_rows=boundary_rows,
                            boundary_atomic=boundary_atomic, simplex_blocks=simplex_blocks,
                            interior_side_blocks=interior_side_blocks, boundary_face_blocks=boundary_face_blocks,
-                           volume_entries=volume_entries, ENTRY_THREADS=ENTRY_THREADS, ENTRIES_FIT=ENTRIES_FIT)
+                           volume_entries=volume_entries, boundary_entries=boundary_entries,
+                           ENTRY_THREADS=ENTRY_THREADS, ENTRIES_FIT=ENTRIES_FIT)
 
 
 # ---------------------------------------------------------------------------
