@@ -694,7 +694,7 @@ KERNEL_COMBOS = (("2d p1", 2, 1, "double", "P"), ("2d p2", 2, 2, "double", "P"),
                  ("2d+1 PQ p1", 3, 1, "double", "PQ"), ("2d+1 PQ p2", 3, 2, "double", "PQ"),
                  ("3d+1 p1", 4, 1, "double", "P"))
 KERNEL_NAMES = ("volume_rows", "interior_rows", "boundary_rows", "volume_atomic", "interior_atomic", "boundary_atomic",
-                "volume_entries", "boundary_entries")
+                "volume_entries", "interior_entries", "boundary_entries")
 #: the ordered reduction's kernels (cuda_sums.gpu_sum_kernels)
 SUM_KERNEL_NAMES = ("volume_pieces", "volume_sums", "interior_pieces", "interior_sums", "boundary_pieces",
                     "boundary_sums")

@@ -80,7 +80,7 @@ def test_gpu_kernels_compile_to_ptx_for_an_h100():
                          cwd=REPO)
     if "GPU-PTX-SKIP" in run.stdout:
         pytest.skip(run.stdout.strip().splitlines()[-1])
-    assert run.returncode == 0 and "GPU-PTX-OK 32 kernels" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 0 and "GPU-PTX-OK 33 kernels" in run.stdout, run.stdout + run.stderr
     # each nonlinear kernel compiled once per dimension: one argument signature for all the problem's paths
     assert sum(line.startswith("nl_") for line in run.stdout.splitlines()) == 14, run.stdout
 
@@ -128,17 +128,35 @@ def test_deterministic_gpu_kernels_are_bitwise_repeatable(simulated, name):
             assert np.array_equal(simulated[f"{name}/{kind}/rhs"], simulated[f"{name}/{kind}-chunked/rhs"])
 
 
-@pytest.mark.parametrize("terms", ["volume", "boundary"])
-@pytest.mark.parametrize("name", ["2d-all-kinds", "3d-all-kinds"])
-def test_a_block_per_element_sums_the_row_kernels_terms_in_their_order(simulated, name, terms):
-    """Approach "blocks" (a thread per block entry, an element's points through shared memory a tile at a time)
-    adds the same volume terms, and the same boundary terms (Dirichlet, Neumann, inflow), in the same order as
-    the row kernels' one thread per element: each matrix and load is theirs bit for bit on the simulator (mixed
-    degrees; the other passes switched off).  On a card the compiler may contract the two kernels' sums
-    differently: there the comparison is the CPU's, to 1e-13."""
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_block_per_element_sums_the_row_kernels_terms_in_their_order(simulated, name):
+    """Approach "blocks" (a thread block per element, a thread per entry of its rows, the element's points
+    through shared memory a tile at a time) adds the same volume, interior-face and boundary terms (Dirichlet,
+    Neumann, inflow) in the same order as the row kernels' one thread per element: its matrix and load are
+    theirs bit for bit on the simulator, chunked, with a gap in the element set, in float32, and on the PQ
+    slab.  On a card the compiler may contract the two kernels' sums differently: there the comparison is the
+    CPU's, to 1e-13 (``test_gpu_kernels_match_the_cpu``)."""
+    pairs = [("blocks", "rows"), ("blocks-chunked", "rows-chunked"), ("blocks-gap", "rows-gap"),
+             ("blocks-single", "rows-single")]
+    compared = 0
+    for blocks, rows in pairs:
+        if f"{name}/{blocks}/data" in simulated:
+            for part in ("data", "rhs"):
+                got, ref = simulated[f"{name}/{blocks}/{part}"], simulated[f"{name}/{rows}/{part}"]
+                assert np.abs(ref).max() > 0 and got.tobytes() == ref.tobytes(), (blocks, part)
+            compared += 1
+    assert compared >= 1
     for part in ("data", "rhs"):
-        rows, blocks = simulated[f"{terms}/{name}/2/{part}"], simulated[f"{terms}/{name}/blocks/{part}"]
-        assert np.abs(rows).max() > 0 and rows.tobytes() == blocks.tobytes(), part
+        assert simulated[f"slab-pq/blocks/{part}"].tobytes() == simulated[f"slab-pq/2/{part}"].tobytes()
+
+
+def test_a_basis_too_large_for_the_block_kernels_runs_the_ordered_sums(simulated):
+    """More than 127 basis functions (``sums_layout.BLOCK_ENTRIES_MAX``) would hold over 64 entries a thread:
+    "blocks" then runs the ordered sums' passes (their matrix bit for bit, and not the rows')."""
+    for part in ("data", "rhs"):
+        got = simulated[f"blocks-too-large/{part}"]
+        assert got.tobytes() == simulated[f"2d-all-kinds/ordered/{part}"].tobytes()
+    assert simulated["blocks-too-large/data"].tobytes() != simulated["2d-all-kinds/rows/data"].tobytes()
 
 
 @pytest.mark.parametrize("approach", ["2", "atomic", "ordered"])

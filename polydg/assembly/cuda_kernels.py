@@ -61,6 +61,7 @@ from ..basis import basis_indices, element_box_tables, eval_basis_point_scaled, 
 from .forms import (dirichlet_point, inflow_point, interior_face_point, load_point, neumann_point, normal_flux,
                     trial_side, volume_point)
 from .kernels import DIFFUSIVE, _dot_normal
+from .sums_layout import BLOCK_ENTRIES_MAX
 
 numpy_aliases_for_numba_cuda()  # before numba-cuda's CUDA target first loads (at the first compilation)
 
@@ -121,23 +122,33 @@ def interior_terms(r0, r1, points, coef, n, sigma, side_K, side_N, rec, table, s
 
     ``side_K``, ``side_N``: (box, scale, degree, nbasis); ``scratch``: (An, leg, dleg, phiK, gradK, fluxK,
     phiN, gradN, fluxN)."""
-    X, W = points.x, points.weight
+    W = points.weight
+    nbK, nbN = side_K[3], side_N[3]
+    An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN = scratch
+    for r in range(r0, r1):
+        bn = interior_sides(r, points, coef, n, side_K, side_N, rec, table, scratch)
+        _interior(W[r], phiK, fluxK, nbK, phiN, fluxN, nbN, bn, sigma, bKK, bKN)
+
+
+@cuda.jit(device=True)
+def interior_sides(r, points, coef, n, side_K, side_N, rec, table, scratch):
+    """Point r of a face between K and N (n out of K): each side's basis values and fluxes (A grad phi).n into
+    ``scratch`` (as :func:`interior_terms`'), and b.n."""
+    X = points.x
     A, B = coef
     boxK, scaleK, pK, nbK = side_K
     boxN, scaleN, pN, nbN = side_N
     An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN = scratch
-    d = X.shape[1]
-    for r in range(r0, r1):
-        _basis(X[r], boxK, scaleK, rec, pK, table, nbK, leg, dleg, phiK, gradK)
-        _basis(X[r], boxN, scaleN, rec, pN, table, nbN, leg, dleg, phiN, gradN)
-        _dot_n(A[_row(r, A)], n, An)
-        _flux(gradK, nbK, An, fluxK)
-        _flux(gradN, nbN, An, fluxN)
-        b = B[_row(r, B)]
-        bn = b[0] * n[0]
-        for k in range(1, d):
-            bn += b[k] * n[k]
-        _interior(W[r], phiK, fluxK, nbK, phiN, fluxN, nbN, bn, sigma, bKK, bKN)
+    _basis(X[r], boxK, scaleK, rec, pK, table, nbK, leg, dleg, phiK, gradK)
+    _basis(X[r], boxN, scaleN, rec, pN, table, nbN, leg, dleg, phiN, gradN)
+    _dot_n(A[_row(r, A)], n, An)
+    _flux(gradK, nbK, An, fluxK)
+    _flux(gradN, nbN, An, fluxN)
+    b = B[_row(r, B)]
+    bn = b[0] * n[0]
+    for k in range(1, X.shape[1]):
+        bn += b[k] * n[k]
+    return bn
 
 
 @cuda.jit(device=True)
@@ -439,8 +450,17 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
     ENTRY_THREADS = 32 if config.ENABLE_CUDASIM else min(256, 32 * ((NB * NB + NB + 31) // 32))
     ENTRIES = (NB * NB + NB + ENTRY_THREADS - 1) // ENTRY_THREADS  # per thread: block entries, then load rows
     # at most 64 entries a thread on a card (NB <= 127: 3D P up to p = 7, 2D+1 PQ to 5, 3D+1 PQ to 3); a
-    # larger basis runs the ordered sums' volume in "blocks" (this kernel is then not compiled)
-    ENTRIES_FIT = NB * NB + NB <= 64 * 256
+    # larger basis runs the ordered sums in "blocks" (these kernels are then not compiled)
+    ENTRIES_FIT = NB * NB + NB <= BLOCK_ENTRIES_MAX
+
+    @cuda.jit(device=True)
+    def _block_element(n_el, e_lo, pattern):
+        """The element of this thread block (one per element from ``e_lo``), or -1: past the ``n_el`` launched,
+        or its rows not assembled here (the same for every thread of the block: none waits at a barrier)."""
+        b = cuda.blockIdx.x
+        if b >= n_el or pattern.row_base[e_lo + b] < 0:
+            return -1
+        return e_lo + b
 
     @cuda.jit(device=True)
     def _own_entries(tid, want_block, nb, acc, ent_i, ent_j):
@@ -486,12 +506,9 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
     def volume_entries(n_el, e_lo, want_block, element_offsets, s_lo, points, coef, basis, pattern, values):
         """Element ``e_lo + blockIdx``'s volume block and load: launched with ``ENTRY_THREADS`` threads per
         block, one block per element (:func:`launch`'s ``block``)."""
-        b, tid = cuda.blockIdx.x, cuda.threadIdx.x
-        if b >= n_el:
-            return
-        e = e_lo + b
-        if pattern.row_base[e] < 0:
-            return  # the whole block: not a row of this assembly
+        e, tid = _block_element(n_el, e_lo, pattern), cuda.threadIdx.x
+        if e < 0:
+            return  # the whole block: past the range, or not a row of this assembly
         table = cuda.const.array_like(TABLE)
         rec = cuda.const.array_like(REC)
         # one shared array per line: the simulator tells them apart by the line that makes them
@@ -547,12 +564,9 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         entry as in :func:`volume_entries`: its boundary faces with points in order, a tile of a face's
         points at a time; a point thread writes the point's kind (0 nothing, 1 Dirichlet, 2 Neumann,
         3 inflow), basis values, fluxes and scalars to shared memory."""
-        b, tid = cuda.blockIdx.x, cuda.threadIdx.x
-        if b >= n_el:
-            return
-        e = e_lo + b
-        if pattern.row_base[e] < 0:
-            return  # the whole block: not a row of this assembly
+        e, tid = _block_element(n_el, e_lo, pattern), cuda.threadIdx.x
+        if e < 0:
+            return  # the whole block: past the range, or not a row of this assembly
         table = cuda.const.array_like(TABLE)
         rec = cuda.const.array_like(REC)
         sphi = cuda.shared.array((TILE, NB), DT)
@@ -624,6 +638,101 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
                                 acc[m] += sg[q] * sphi[q, i]
                 cuda.syncthreads()
         _write_entries(e, acc, ent_i, ent_j, pattern, values)
+
+    @cuda.jit
+    def interior_entries(n_el, e_lo, points, coef, basis, faces, pattern, values):
+        """Element ``e_lo + blockIdx``'s interior-face rows (as ``interior_rows``), a thread per entry as in
+        :func:`volume_entries`: its interfaces in column order, each interface's faces in order, a tile of a
+        face's points at a time; a point thread writes both sides' basis values and fluxes and the point's
+        w and sigma + upwind to shared memory.  Each thread sums its entries of the diagonal block over all
+        the interfaces and of each interface's block against its neighbour, written at the interface's end."""
+        e, tid = _block_element(n_el, e_lo, pattern), cuda.threadIdx.x
+        if e < 0:
+            return  # the whole block: past the range, or not a row of this assembly
+        table = cuda.const.array_like(TABLE)
+        rec = cuda.const.array_like(REC)
+        sphiK = cuda.shared.array((TILE, NB), DT)
+        sfluxK = cuda.shared.array((TILE, NB), DT)
+        sphiN = cuda.shared.array((TILE, NB), DT)
+        sfluxN = cuda.shared.array((TILE, NB), DT)
+        sw = cuda.shared.array(TILE, DT)
+        su = cuda.shared.array(TILE, DT)  # sigma + the upwind -(b.n)^-
+        boxK, scaleK = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
+        boxN, scaleN = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
+        leg, dleg = cuda.local.array((D, P1), DT), cuda.local.array((D, P1), DT)
+        phiK, gradK, fluxK = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
+        phiN, gradN, fluxN = cuda.local.array(NB, DT), cuda.local.array((D, NB), DT), cuda.local.array(NB, DT)
+        n, An = cuda.local.array(D, DT), cuda.local.array(D, DT)
+        accK = cuda.local.array(ENTRIES, DT)
+        accN = cuda.local.array(ENTRIES, DT)
+        ent_i, ent_j = cuda.local.array(ENTRIES, I64), cuda.local.array(ENTRIES, I64)
+        entN_i, entN_j = cuda.local.array(ENTRIES, I64), cuda.local.array(ENTRIES, I64)
+        W, pts = points.weight, points.offsets
+        lo, hi, degree, nbasis = basis.lo, basis.hi, basis.degree, basis.nbasis
+        row_base, row_width, block_start = pattern.row_base, pattern.row_width, pattern.block_start
+        nbK, pK = nbasis[e], degree[e]
+        _own_entries(tid, True, nbK, accK, ent_i, ent_j)  # the diagonal block's (its load rows stay unused)
+        if tid < TILE:
+            _box_tables(lo[e], hi[e], pK, boxK, scaleK)
+        for k in range(pattern.adj_offsets[e], pattern.adj_offsets[e + 1]):  # e's neighbours in column order
+            i_f = pattern.adj_interface[k]
+            if i_f < 0:
+                continue  # the diagonal entry
+            c = pattern.adj_col[k]
+            nbN, pN = nbasis[c], degree[c]
+            for m in range(ENTRIES):  # this thread's entries of the block against c
+                accN[m] = 0
+                idx = tid + m * ENTRY_THREADS
+                entN_i[m], entN_j[m] = 0, -1
+                if idx < nbK * nbN:
+                    entN_i[m] = idx // nbN
+                    entN_j[m] = idx - entN_i[m] * nbN
+            if tid < TILE:
+                _box_tables(lo[c], hi[c], pN, boxN, scaleN)
+            sign = 1.0 if e < c else -1.0  # stored normals point from the lower element to the higher
+            for f in range(faces.interface_offsets[i_f], faces.interface_offsets[i_f + 1]):  # in order
+                fl = faces.face_local[f]
+                sigma = faces.sigma[f]
+                for q0 in range(pts[fl], pts[fl + 1], TILE):
+                    nq = min(TILE, pts[fl + 1] - q0)
+                    if tid < nq:  # one point, as interior_terms forms it
+                        r = q0 + tid
+                        for m in range(D):
+                            n[m] = sign * faces.normal[f, m]
+                        bn = interior_sides(r, points, coef, n, (boxK, scaleK, pK, nbK), (boxN, scaleN, pN, nbN),
+                                            rec, table, (An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN))
+                        up = -bn if bn < 0 else 0.0 * bn
+                        sw[tid], su[tid] = W[r], sigma + up
+                        for j in range(nbK):
+                            sphiK[tid, j] = phiK[j]
+                            sfluxK[tid, j] = fluxK[j]
+                        for j in range(nbN):
+                            sphiN[tid, j] = phiN[j]
+                            sfluxN[tid, j] = fluxN[j]
+                    cuda.syncthreads()
+                    for m in range(ENTRIES):  # forms.interior_face_point, entry by entry
+                        i, j = ent_i[m], ent_j[m]
+                        if j >= 0:
+                            for q in range(nq):
+                                vi = sw[q] * sphiK[q, i]
+                                gi = 0.5 * sw[q] * sfluxK[q, i]
+                                accK[m] += su[q] * sphiK[q, j] * vi - 0.5 * sfluxK[q, j] * vi - gi * sphiK[q, j]
+                        i, j = entN_i[m], entN_j[m]
+                        if j >= 0:
+                            for q in range(nq):
+                                vi = sw[q] * sphiK[q, i]
+                                gi = 0.5 * sw[q] * sfluxK[q, i]
+                                accN[m] += -su[q] * sphiN[q, j] * vi - 0.5 * sfluxN[q, j] * vi + gi * sphiN[q, j]
+                    cuda.syncthreads()
+            for m in range(ENTRIES):
+                i, j = entN_i[m], entN_j[m]
+                if j >= 0:
+                    values.data[row_base[e] + block_start[k] + i * row_width[e] + j] += accN[m]
+        pos = row_base[e] + block_start[pattern.diag_entry[e]]
+        for m in range(ENTRIES):
+            i, j = ent_i[m], ent_j[m]
+            if j >= 0:
+                values.data[pos + i * row_width[e] + j] += accK[m]
 
     # -- interior faces ---------------------------------------------------------
 
@@ -741,6 +850,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
                            boundary_atomic=boundary_atomic, simplex_blocks=simplex_blocks,
                            interior_side_blocks=interior_side_blocks, boundary_face_blocks=boundary_face_blocks,
                            volume_entries=volume_entries, boundary_entries=boundary_entries,
+                           interior_entries=interior_entries,
                            ENTRY_THREADS=ENTRY_THREADS, ENTRIES_FIT=ENTRIES_FIT)
 
 

@@ -74,8 +74,8 @@ class AssemblyOptions:
     approach : "auto" (default: the deterministic reduction for the mesh and device, chosen when the
         assembly runs: :mod:`~polydg.assembly.reductions.choice`), "2" (row kernels, bitwise
         reproducible), "ordered" (on a GPU, entity blocks summed per element in a fixed order; bitwise
-        reproducible), "blocks" (on a GPU, the volume and boundary a thread block per element and a thread
-        per block entry, the interior faces as "ordered"; bitwise reproducible), "atomic" (the paper's scatter-add) or "1"
+        reproducible), "blocks" (on a GPU, a thread block per element and a thread per entry of its rows;
+        bitwise reproducible), "atomic" (the paper's scatter-add) or "1"
         (the COO baseline, CPU only)
     precision : "double" (default) or "single"
     penalty : C_sigma, the penalty constant (default 10)

@@ -28,10 +28,15 @@ def scratch_bytes(nb: int, itemsize: int) -> tuple[int, int]:
     return entity * itemsize, 2 * side * itemsize
 
 
-def face_scratch_bytes(nb: int, itemsize: int) -> tuple[int, int]:
-    """:func:`scratch_bytes` of the faces alone: the ``"blocks"`` reduction, whose volume needs no scratch.
+#: the most block entries and load rows per element (NB^2 + NB) that the "blocks" kernels take: 64 a thread of 256
+BLOCK_ENTRIES_MAX = 64 * 256
 
-    >>> face_scratch_bytes(3, 8)
-    (0, 288)
+
+def blocks_scratch_bytes(nb: int, itemsize: int) -> tuple[int, int]:
+    """The ``"blocks"`` reduction's scratch: none, its kernels sum each entry in the thread that writes it; a
+    basis too large for them (more than :data:`BLOCK_ENTRIES_MAX` entries) runs the ordered sums instead.
+
+    >>> blocks_scratch_bytes(3, 8), blocks_scratch_bytes(200, 8) == scratch_bytes(200, 8)
+    ((0, 0), True)
     """
-    return 0, scratch_bytes(nb, itemsize)[1]
+    return scratch_bytes(nb, itemsize) if nb * nb + nb > BLOCK_ENTRIES_MAX else (0, 0)

@@ -79,8 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto (default): the reproducible reduction for the mesh and device (2, or on a GPU "
                         "ordered for agglomerated meshes); 2: reproducible row kernels; atomic: scatter-add; 1: "
                         "COO baseline; ordered: on a GPU, entity blocks summed per element in a fixed order "
-                        "(reproducible); blocks: on a GPU, the volume and boundary a thread block per element, "
-                        "the interior faces as ordered (reproducible)")
+                        "(reproducible); blocks: on a GPU, a thread block per element, a thread per entry of its "
+                        "rows (reproducible)")
     a.add_argument("--backend", default="numpy", choices=("numpy", "cupy", "auto"),
                    help="numpy (default), cupy (GPU: the matrix stays on the device and --solve solves there), "
                         "or auto (cupy when a GPU is usable)")

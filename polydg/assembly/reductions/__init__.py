@@ -12,9 +12,9 @@
 ``"ordered"``  on a GPU a thread per entity writes its blocks, then a thread   yes            cpu, gpu
                per entry sums them per element in a fixed order (on the CPU
                the row kernels; ``ordered.py``)
-``"blocks"``   on a GPU the volume and boundary a thread block per element, a   yes            cpu, gpu
-               thread per block entry, the interior faces as ``"ordered"``
-               (on the CPU the row kernels; ``blocks.py``)
+``"blocks"``   on a GPU a thread block per element, a thread per entry of its   yes            cpu, gpu
+               rows, summing in the row kernels' order (on the CPU the row
+               kernels; ``blocks.py``)
 =============  ==============================================================  =============  ========
 
 An entry (:class:`Reduction`, ``registry.py``) names its CPU executor and
