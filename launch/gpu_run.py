@@ -69,7 +69,7 @@ BENCH_NAMES = {"2": "rows", "atomic": "atomic", "ordered": "ordered", "blocks": 
 #: session), kernels 37-39 s for the 11 variants, compiling in 14 processes (33 s in the third session; 40 s cut
 #: three); the bench needs about 450 s for every row with all three reductions: a second run gives it the rest
 #: (``-- --stages bench --bench-only table4 cube:48 cube:38 --bench-approaches auto --budget bench=270 --total
-#: 280``, 220 s in the fourth session)
+#: 280``, 220 s in the fourth session; ``--bench-approaches blocks`` times "blocks" beside the default)
 BUDGET = {"device": 10, "correctness": 100, "tests": 160, "kernels": 60, "bench": 120}
 TOTAL = 450
 #: the whole run, the install step (gpu_run.sh, at most 30 s) included: 8 minutes on an H100

@@ -42,7 +42,6 @@ VARIANTS = {
     "rows-single": {"approach": "2", "precision": "single"},
     "atomic-single": {"approach": "atomic", "precision": "single"},
     "ordered": {"approach": "ordered"},
-    "blocks": {"approach": "blocks"},
 }
 
 #: extra variants: several chunks, the rows of a range of elements, and of a set with a gap
@@ -56,6 +55,7 @@ EXTRA = {
         "atomic-gap": {"approach": "atomic", "scope": AssemblyScope(elements=np.array([0, 2]))},
         "ordered-chunked": {"approach": "ordered", "memory_budget_mb": 0.002},
         "ordered-gap": {"approach": "ordered", "scope": AssemblyScope(elements=np.array([0, 2]))},
+        "blocks": {"approach": "blocks"},
         "blocks-chunked": {"approach": "blocks", "memory_budget_mb": 0.002},
         "blocks-gap": {"approach": "blocks", "scope": AssemblyScope(elements=np.array([0, 2]))},
     },
@@ -63,6 +63,7 @@ EXTRA = {
         "rows-gap": {"approach": "2", "scope": AssemblyScope(elements=np.array([0, 2]))},
         "atomic-gap": {"approach": "atomic", "scope": AssemblyScope(elements=np.array([0, 2]))},
         "ordered-single": {"approach": "ordered", "precision": "single"},
+        "blocks": {"approach": "blocks"},
         "blocks-single": {"approach": "blocks", "precision": "single"},
     },
 }

@@ -128,7 +128,7 @@ def test_deterministic_gpu_kernels_are_bitwise_repeatable(simulated, name):
             assert np.array_equal(simulated[f"{name}/{kind}/rhs"], simulated[f"{name}/{kind}-chunked/rhs"])
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", ["2d-all-kinds", "3d-all-kinds"])
 def test_a_block_per_element_sums_the_row_kernels_terms_in_their_order(simulated, name):
     """Approach "blocks" (a thread block per element, a thread per entry of its rows, the element's points
     through shared memory a tile at a time) adds the same volume, interior-face and boundary terms (Dirichlet,

@@ -446,9 +446,11 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
     # the rows' simplex_terms do) into shared memory; then every thread adds the tile to its entries, in
     # point order.  The per-point arithmetic and the order of the sums are the row kernel's.
     TILE = max(1, min(32, 6000 // (NB * (2 * D + 2) + 1)))  # shared memory: under 48 KB of float64
-    # threads per element: the entries (NB^2 block entries, NB load rows) in whole warps, at most 256
-    ENTRY_THREADS = 32 if config.ENABLE_CUDASIM else min(256, 32 * ((NB * NB + NB + 31) // 32))
+    # threads per element: the entries (NB^2 block entries, NB load rows) in whole warps, at most 256; on the
+    # simulator, whose threads are Python threads, 8 (tiles of 8 points: its elements have several tiles)
+    ENTRY_THREADS = 8 if config.ENABLE_CUDASIM else min(256, 32 * ((NB * NB + NB + 31) // 32))
     ENTRIES = (NB * NB + NB + ENTRY_THREADS - 1) // ENTRY_THREADS  # per thread: block entries, then load rows
+    TILE = min(TILE, ENTRY_THREADS)  # a thread for each point of a tile
     # at most 64 entries a thread on a card (NB <= 127: 3D P up to p = 7, 2D+1 PQ to 5, 3D+1 PQ to 3); a
     # larger basis runs the ordered sums in "blocks" (these kernels are then not compiled)
     ENTRIES_FIT = NB * NB + NB <= BLOCK_ENTRIES_MAX
