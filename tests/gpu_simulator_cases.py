@@ -57,8 +57,12 @@ EXTRA = {
         "ordered-gap": {"approach": "ordered", "scope": AssemblyScope(elements=np.array([0, 2]))},
         "blocks": {"approach": "blocks"},
         "blocks-chunked": {"approach": "blocks", "memory_budget_mb": 0.002},
+        # faces of 9 points and more: several of the simulator's tiles (8 points) on one face
+        "rows-extra": {"approach": "2", "quadrature_extra": 9},
+        "blocks-extra": {"approach": "blocks", "quadrature_extra": 9},
         "blocks-gap": {"approach": "blocks", "scope": AssemblyScope(elements=np.array([0, 2]))},
     },
+    "2d-change-of-type": {"blocks": {"approach": "blocks"}},  # faces where n.A n <= 0: nothing added
     "3d-all-kinds": {
         "rows-gap": {"approach": "2", "scope": AssemblyScope(elements=np.array([0, 2]))},
         "atomic-gap": {"approach": "atomic", "scope": AssemblyScope(elements=np.array([0, 2]))},

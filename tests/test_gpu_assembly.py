@@ -128,7 +128,7 @@ def test_deterministic_gpu_kernels_are_bitwise_repeatable(simulated, name):
             assert np.array_equal(simulated[f"{name}/{kind}/rhs"], simulated[f"{name}/{kind}-chunked/rhs"])
 
 
-@pytest.mark.parametrize("name", ["2d-all-kinds", "3d-all-kinds"])
+@pytest.mark.parametrize("name", ["2d-all-kinds", "2d-change-of-type", "3d-all-kinds"])
 def test_a_block_per_element_sums_the_row_kernels_terms_in_their_order(simulated, name):
     """Approach "blocks" (a thread block per element, a thread per entry of its rows, the element's points
     through shared memory a tile at a time) adds the same volume, interior-face and boundary terms (Dirichlet,
@@ -137,7 +137,7 @@ def test_a_block_per_element_sums_the_row_kernels_terms_in_their_order(simulated
     slab.  On a card the compiler may contract the two kernels' sums differently: there the comparison is the
     CPU's, to 1e-13 (``test_gpu_kernels_match_the_cpu``)."""
     pairs = [("blocks", "rows"), ("blocks-chunked", "rows-chunked"), ("blocks-gap", "rows-gap"),
-             ("blocks-single", "rows-single")]
+             ("blocks-single", "rows-single"), ("blocks-extra", "rows-extra")]
     compared = 0
     for blocks, rows in pairs:
         if f"{name}/{blocks}/data" in simulated:

@@ -646,8 +646,10 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         """Element ``e_lo + blockIdx``'s interior-face rows (as ``interior_rows``), a thread per entry as in
         :func:`volume_entries`: its interfaces in column order, each interface's faces in order, a tile of a
         face's points at a time; a point thread writes both sides' basis values and fluxes and the point's
-        w and sigma + upwind to shared memory.  Each thread sums its entries of the diagonal block over all
-        the interfaces and of each interface's block against its neighbour, written at the interface's end."""
+        w and b.n to shared memory (the upwind term is formed where it is used, typed as the form types it:
+        ``0.0 * bn`` is float64 in compiled code whatever the working precision).  Each thread sums its
+        entries of the diagonal block over all the interfaces and of each interface's block against its
+        neighbour, written at the interface's end."""
         e, tid = _block_element(n_el, e_lo, pattern), cuda.threadIdx.x
         if e < 0:
             return  # the whole block: past the range, or not a row of this assembly
@@ -658,7 +660,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         sphiN = cuda.shared.array((TILE, NB), DT)
         sfluxN = cuda.shared.array((TILE, NB), DT)
         sw = cuda.shared.array(TILE, DT)
-        su = cuda.shared.array(TILE, DT)  # sigma + the upwind -(b.n)^-
+        sbn = cuda.shared.array(TILE, DT)
         boxK, scaleK = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
         boxN, scaleN = cuda.local.array((D, 2), DT), cuda.local.array((D, P1), DT)
         leg, dleg = cuda.local.array((D, P1), DT), cuda.local.array((D, P1), DT)
@@ -703,8 +705,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
                             n[m] = sign * faces.normal[f, m]
                         bn = interior_sides(r, points, coef, n, (boxK, scaleK, pK, nbK), (boxN, scaleN, pN, nbN),
                                             rec, table, (An, leg, dleg, phiK, gradK, fluxK, phiN, gradN, fluxN))
-                        up = -bn if bn < 0 else 0.0 * bn
-                        sw[tid], su[tid] = W[r], sigma + up
+                        sw[tid], sbn[tid] = W[r], bn
                         for j in range(nbK):
                             sphiK[tid, j] = phiK[j]
                             sfluxK[tid, j] = fluxK[j]
@@ -716,15 +717,19 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
                         i, j = ent_i[m], ent_j[m]
                         if j >= 0:
                             for q in range(nq):
+                                bn = sbn[q]
+                                up = -bn if bn < 0 else 0.0 * bn
                                 vi = sw[q] * sphiK[q, i]
                                 gi = 0.5 * sw[q] * sfluxK[q, i]
-                                accK[m] += su[q] * sphiK[q, j] * vi - 0.5 * sfluxK[q, j] * vi - gi * sphiK[q, j]
+                                accK[m] += (sigma + up) * sphiK[q, j] * vi - 0.5 * sfluxK[q, j] * vi - gi * sphiK[q, j]
                         i, j = entN_i[m], entN_j[m]
                         if j >= 0:
                             for q in range(nq):
+                                bn = sbn[q]
+                                up = -bn if bn < 0 else 0.0 * bn
                                 vi = sw[q] * sphiK[q, i]
                                 gi = 0.5 * sw[q] * sfluxK[q, i]
-                                accN[m] += -su[q] * sphiN[q, j] * vi - 0.5 * sfluxN[q, j] * vi + gi * sphiN[q, j]
+                                accN[m] += -(sigma + up) * sphiN[q, j] * vi - 0.5 * sfluxN[q, j] * vi + gi * sphiN[q, j]
                     cuda.syncthreads()
             for m in range(ENTRIES):
                 i, j = entN_i[m], entN_j[m]
