@@ -159,30 +159,50 @@ def boundary_terms(mode, r0, r1, points, coef, n, sigma, side, rec, table, scrat
     mode INFLOW: where b.n < 0 off the Neumann part, the upwind terms (outflow points add nothing).
     ``side``: the element's (box, scale, degree, nbasis); ``scratch``: (An, leg, dleg, phi, gradT, flux).
     """
-    X, W = points.x, points.weight
+    W, GD, GN = points.weight, coef.GD, coef.GN
+    nb = side[3]
+    phi, flux = scratch[3], scratch[5]
+    for r in range(r0, r1):
+        kind, bn = boundary_point(mode, r, points, coef, n, side, rec, table, scratch)
+        if kind == NEUMANN:
+            _neumann(W[r], phi, nb, GN[_row(r, GN)], vec)
+        elif kind == DIRICHLET:
+            _dirichlet(W[r], phi, flux, nb, sigma, GD[_row(r, GD)], block, vec)
+        elif kind == INFLOW:
+            _inflow(W[r], phi, nb, bn, GD[_row(r, GD)], block, vec)
+
+
+#: the term a boundary point adds (:func:`boundary_point`)
+NONE, DIRICHLET, NEUMANN, INFLOW = 0, 1, 2, 3
+
+
+@cuda.jit(device=True)
+def boundary_point(mode, r, points, coef, n, side, rec, table, scratch):
+    """Which term point r of a boundary face adds in ``mode`` (:func:`boundary_terms`' rule) and b.n (0 in
+    mode DIFFUSIVE); where one, its basis values (and for Dirichlet its fluxes (A grad phi).n) in ``scratch``:
+    (An, leg, dleg, phi, gradT, flux)."""
+    X = points.x
     A, B, GD, GN, NEU = coef
     box, scale, p, nb = side
     An, leg, dleg, phi, gradT, flux = scratch
-    d = X.shape[1]
-    for r in range(r0, r1):
-        ana = _dot_n(A[_row(r, A)], n, An)
-        neumann = NEU[_row(r, NEU)] != 0
-        if mode == DIFFUSIVE:
-            if ana > 0:
-                _basis(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, gradT)
-                if neumann:
-                    _neumann(W[r], phi, nb, GN[_row(r, GN)], vec)
-                else:
-                    _flux(gradT, nb, An, flux)
-                    _dirichlet(W[r], phi, flux, nb, sigma, GD[_row(r, GD)], block, vec)
-        else:
-            b = B[_row(r, B)]
-            bn = b[0] * n[0]
-            for k in range(1, d):
-                bn += b[k] * n[k]
-            if bn < 0 and not (ana > 0 and neumann):
-                _basis(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, gradT)
-                _inflow(W[r], phi, nb, bn, GD[_row(r, GD)], block, vec)
+    ana = _dot_n(A[_row(r, A)], n, An)
+    neumann = NEU[_row(r, NEU)] != 0
+    if mode == DIFFUSIVE:
+        if not ana > 0:
+            return NONE, 0 * ana
+        _basis(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, gradT)
+        if neumann:
+            return NEUMANN, 0 * ana
+        _flux(gradT, nb, An, flux)
+        return DIRICHLET, 0 * ana
+    b = B[_row(r, B)]
+    bn = b[0] * n[0]
+    for k in range(1, X.shape[1]):
+        bn += b[k] * n[k]
+    if bn < 0 and not (ana > 0 and neumann):
+        _basis(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, gradT)
+        return INFLOW, bn
+    return NONE, bn
 
 
 # ---------------------------------------------------------------------------
@@ -273,8 +293,11 @@ class ViewCache:
         self.add(*structures)
 
     def add(self, *structures) -> None:
+        """View ``structures`` (those already viewed are kept as they are)."""
         for s in structures:
-            self._views[id(s)] = (s, launch_view(s))
+            kept = self._views.get(id(s))
+            if kept is None or kept[0] is not s:
+                self._views[id(s)] = (s, launch_view(s))
 
     def __call__(self, args: tuple) -> tuple:
         out = []
@@ -445,12 +468,12 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
     # A tile of the element's points at a time: TILE threads form each point's basis and trial side (as
     # the rows' simplex_terms do) into shared memory; then every thread adds the tile to its entries, in
     # point order.  The per-point arithmetic and the order of the sums are the row kernel's.
-    TILE = max(1, min(32, 6000 // (NB * (2 * D + 2) + 1)))  # shared memory: under 48 KB of float64
     # threads per element: the entries (NB^2 block entries, NB load rows) in whole warps, at most 256; on the
     # simulator, whose threads are Python threads, 8 (tiles of 8 points: its elements have several tiles)
     ENTRY_THREADS = 8 if config.ENABLE_CUDASIM else min(256, 32 * ((NB * NB + NB + 31) // 32))
     ENTRIES = (NB * NB + NB + ENTRY_THREADS - 1) // ENTRY_THREADS  # per thread: block entries, then load rows
-    TILE = min(TILE, ENTRY_THREADS)  # a thread for each point of a tile
+    # points per tile: a thread for each, and the volume's shared arrays under 48 KB of float64
+    TILE = max(1, min(32, ENTRY_THREADS, 6000 // (NB * (2 * D + 2) + 1)))
     # at most 64 entries a thread on a card (NB <= 127: 3D P up to p = 7, 2D+1 PQ to 5, 3D+1 PQ to 3); a
     # larger basis runs the ordered sums in "blocks" (these kernels are then not compiled)
     ENTRIES_FIT = NB * NB + NB <= BLOCK_ENTRIES_MAX
@@ -565,7 +588,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         """Element ``e_lo + blockIdx``'s boundary terms of ``mode`` (as ``boundary_terms``), a thread per
         entry as in :func:`volume_entries`: its boundary faces with points in order, a tile of a face's
         points at a time; a point thread writes the point's kind (0 nothing, 1 Dirichlet, 2 Neumann,
-        3 inflow), basis values, fluxes and scalars to shared memory."""
+        3 inflow: :func:`boundary_point`), basis values, fluxes and scalars to shared memory."""
         e, tid = _block_element(n_el, e_lo, pattern), cuda.threadIdx.x
         if e < 0:
             return  # the whole block: past the range, or not a row of this assembly
@@ -582,8 +605,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
         An = cuda.local.array(D, DT)
         acc = cuda.local.array(ENTRIES, DT)
         ent_i, ent_j = cuda.local.array(ENTRIES, I64), cuda.local.array(ENTRIES, I64)
-        X, W = points.x, points.weight
-        A, B, GD, GN, NEU = coef
+        W, GD, GN = points.weight, coef.GD, coef.GN
         nb, p = basis.nbasis[e], basis.degree[e]
         _own_entries(tid, want_block, nb, acc, ent_i, ent_j)
         if tid < TILE:
@@ -597,25 +619,14 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
                 nq = min(TILE, points.offsets[fl + 1] - q0)
                 if tid < nq:
                     r = q0 + tid
-                    ana = _dot_n(A[_row(r, A)], n, An)
-                    neumann = NEU[_row(r, NEU)] != 0
-                    kind = 0
-                    if mode == DIFFUSIVE:
-                        if ana > 0:
-                            _basis(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, gradT)
-                            if neumann:
-                                kind, sg[tid] = 2, W[r] * GN[_row(r, GN)]
-                            else:
-                                _flux(gradT, nb, An, flux)
-                                kind, sw[tid], sg[tid] = 1, W[r], GD[_row(r, GD)]
-                    else:
-                        bv = B[_row(r, B)]
-                        bn = bv[0] * n[0]
-                        for k in range(1, D):
-                            bn += bv[k] * n[k]
-                        if bn < 0 and not (ana > 0 and neumann):
-                            _basis(X[r], box, scale, rec, p, table, nb, leg, dleg, phi, gradT)
-                            kind, sw[tid], sg[tid] = 3, -bn * W[r], GD[_row(r, GD)]
+                    kind, bn = boundary_point(mode, r, points, coef, n, (box, scale, p, nb), rec, table,
+                                              (An, leg, dleg, phi, gradT, flux))
+                    if kind == NEUMANN:
+                        sg[tid] = W[r] * GN[_row(r, GN)]
+                    elif kind == DIRICHLET:
+                        sw[tid], sg[tid] = W[r], GD[_row(r, GD)]
+                    elif kind == INFLOW:
+                        sw[tid], sg[tid] = -bn * W[r], GD[_row(r, GD)]
                     skind[tid] = kind
                     for j in range(nb):
                         sphi[tid, j] = phi[j]
@@ -626,17 +637,17 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
                     if j >= -1:
                         for q in range(nq):
                             kind = skind[q]
-                            if kind == 1:  # forms.dirichlet_point
+                            if kind == DIRICHLET:  # forms.dirichlet_point
                                 vi = sw[q] * sphi[q, i]
                                 gi = sw[q] * sflux[q, i]
                                 if j >= 0:
                                     acc[m] += sigma * sphi[q, j] * vi - sflux[q, j] * vi - gi * sphi[q, j]
                                 else:
                                     acc[m] += sg[q] * (sigma * vi - gi)
-                            elif kind == 3:  # forms.inflow_point
+                            elif kind == INFLOW:  # forms.inflow_point
                                 vi = sw[q] * sphi[q, i]
                                 acc[m] += sphi[q, j] * vi if j >= 0 else sg[q] * vi
-                            elif kind == 2 and j == -1:  # forms.neumann_point
+                            elif kind == NEUMANN and j == -1:  # forms.neumann_point
                                 acc[m] += sg[q] * sphi[q, i]
                 cuda.syncthreads()
         _write_entries(e, acc, ent_i, ent_j, pattern, values)

@@ -181,6 +181,23 @@ class DeviceContext:
         self.timer.add("quadrature_points", t)
         return batch, points
 
+    def interior_chunks(self):
+        """The interior faces chunk by chunk, as the executors that take them by element chunk do (rows,
+        ordered sums, blocks): for each chunk of the plan with interface faces, ``(e_lo, e_hi, faces_dev,
+        points, coef)``, its faces numbered in ``face_local`` while the executor launches its kernels (reset
+        to -1 when it asks for the next); progress reported per chunk."""
+        chunks = self.plan.chunks
+        for ci, (e_lo, e_hi) in enumerate(chunks):
+            faces, faces_dev = self.interface_faces(e_lo, e_hi)
+            if len(faces_dev):
+                batch, points = self.face_points(faces, faces_dev)
+                t = time.perf_counter()
+                coef = self.coefficients.interior(self.x64)
+                self.timer.add("coefficients", t)
+                yield e_lo, e_hi, faces_dev, points, coef
+            self.face_local[faces_dev] = -1
+            self.report("interior kernel", ci + 1, len(chunks))
+
     def report(self, stage: str, done: int, total: int) -> None:
         if self.progress is not None:
             self.progress(stage, done, total)

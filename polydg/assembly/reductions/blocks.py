@@ -19,8 +19,6 @@ sums (``ordered.py``).  On the CPU it is the row kernels' executor
 
 from __future__ import annotations
 
-import time
-
 from ..sums_layout import blocks_scratch_bytes
 from .ordered import DeviceOrderedPasses
 from .registry import Reduction, register
@@ -41,20 +39,13 @@ class DeviceBlockPasses(DeviceOrderedPasses):
                        block=k.ENTRY_THREADS)
 
     def interior_faces(self) -> None:
-        ctx, plan = self.ctx, self.ctx.plan
+        ctx = self.ctx
         k = ctx.kernels
         if not k.ENTRIES_FIT:
             return super().interior_faces()
-        for ci, (e_lo, e_hi) in enumerate(plan.chunks):
-            faces, faces_dev = ctx.interface_faces(e_lo, e_hi)
-            batch, points = ctx.face_points(faces, faces_dev)
-            t = time.perf_counter()
-            coef = ctx.coefficients.interior(ctx.x64)
-            ctx.timer.add("coefficients", t)
+        for e_lo, e_hi, _, points, coef in ctx.interior_chunks():
             ctx.run_kernel(k.interior_entries, "interior_entries", e_hi - e_lo, "interior_kernel", e_lo, points, coef,
                            ctx.args.basis, ctx.args.faces, ctx.args.pattern, ctx.values, block=k.ENTRY_THREADS)
-            ctx.face_local[faces_dev] = -1
-            ctx.report("interior kernel", ci + 1, len(plan.chunks))
 
     def boundary(self, mode, key, e_lo, e_hi, faces, points, coef) -> None:
         """``faces``: the chunk's boundary faces with points (numbered in ``face_local``; those between, -1)."""

@@ -16,8 +16,6 @@ threads each take many elements, it is the row kernels' executor
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from ..sums_layout import scratch_bytes
@@ -55,28 +53,19 @@ class DeviceOrderedPasses:
     def volume(self, e_lo, e_hi, s_lo, s_hi, points, coef) -> None:
         ctx = self.ctx
         want, scratch = ctx.plan.matrix, self._scratch(s_hi - s_lo, self.kernels.STRIDE)
-        self._run("volume_pieces", s_hi - s_lo, "element_kernel", s_lo, want, ctx.mesh_table("simplex_element"), points, coef,
-                  ctx.args.basis, ctx.args.pattern, scratch)
+        self._run("volume_pieces", s_hi - s_lo, "element_kernel", s_lo, want, ctx.mesh_table("simplex_element"),
+                  points, coef, ctx.args.basis, ctx.args.pattern, scratch)
         self._run("volume_sums", (e_hi - e_lo) * self._sum_entries(want), "element_kernel", e_lo, want,
                   self.element_offsets, s_lo, scratch, ctx.args.basis, ctx.args.pattern, ctx.values)
 
     def interior_faces(self) -> None:
-        ctx, plan = self.ctx, self.ctx.plan
-        timer = ctx.timer
-        for ci, (e_lo, e_hi) in enumerate(plan.chunks):
-            faces, faces_dev = ctx.interface_faces(e_lo, e_hi)
-            if len(faces_dev):
-                batch, points = ctx.face_points(faces, faces_dev)
-                t = time.perf_counter()
-                coef = ctx.coefficients.interior(ctx.x64)
-                timer.add("coefficients", t)
-                scratch = self._scratch(2 * len(faces_dev), self.kernels.SIDE)
-                self._run("interior_pieces", 2 * len(faces_dev), "interior_kernel", e_lo, e_hi, faces_dev, points, coef,
-                          ctx.args.basis, ctx.args.faces, ctx.args.pattern, scratch)
-                self._run("interior_sums", (e_hi - e_lo) * self.entries, "interior_kernel", e_lo, scratch,
-                          ctx.args.basis, ctx.args.faces, ctx.args.pattern, ctx.values)
-            ctx.face_local[faces_dev] = -1
-            ctx.report("interior kernel", ci + 1, len(plan.chunks))
+        ctx = self.ctx
+        for e_lo, e_hi, faces_dev, points, coef in ctx.interior_chunks():
+            scratch = self._scratch(2 * len(faces_dev), self.kernels.SIDE)
+            self._run("interior_pieces", 2 * len(faces_dev), "interior_kernel", e_lo, e_hi, faces_dev, points, coef,
+                      ctx.args.basis, ctx.args.faces, ctx.args.pattern, scratch)
+            self._run("interior_sums", (e_hi - e_lo) * self.entries, "interior_kernel", e_lo, scratch,
+                      ctx.args.basis, ctx.args.faces, ctx.args.pattern, ctx.values)
 
     def boundary(self, mode, key, e_lo, e_hi, faces, points, coef) -> None:
         """``faces``: the chunk's boundary faces with points (numbered in ``face_local``; those between, -1)."""

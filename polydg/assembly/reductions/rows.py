@@ -88,18 +88,10 @@ class DeviceRowPasses:
                 points, coef, ctx.args.basis, ctx.args.pattern, ctx.values)
 
     def interior_faces(self) -> None:
-        ctx, plan = self.ctx, self.ctx.plan
-        timer = ctx.timer
-        for ci, (e_lo, e_hi) in enumerate(plan.chunks):
-            faces, faces_dev = ctx.interface_faces(e_lo, e_hi)
-            batch, points = ctx.face_points(faces, faces_dev)
-            t = time.perf_counter()
-            coef = ctx.coefficients.interior(ctx.x64)
-            timer.add("coefficients", t)
+        ctx = self.ctx
+        for e_lo, e_hi, _, points, coef in ctx.interior_chunks():
             ctx.run("interior_rows", e_hi - e_lo, "interior_kernel", e_lo, points, coef, ctx.args.basis,
                     ctx.args.faces, ctx.args.pattern, ctx.values)
-            ctx.face_local[faces_dev] = -1
-            ctx.report("interior kernel", ci + 1, len(plan.chunks))
 
     def boundary(self, mode, key, e_lo, e_hi, faces, points, coef) -> None:
         """The chunk's elements with boundary faces: ``faces`` (those with points, numbered in ``face_local``)."""
