@@ -25,9 +25,10 @@ finished and the later stages still run:
                  (dimension, degree, precision, basis)
 ``bench``        Table 5 (paper-3d, cube:64, 6.29M dofs at p = 1), Table 2 (one paper-2d1 slab, about 1M
                  dofs at p = 1-3), a Newton linearisation (quasilinear, and with data per fine cell and on
-                 a grid; 197k dofs at p = 2) against the CPU's, Table 4 (meshes 1-3, p = 1-3), then Table
-                 5's shape at p = 2, 3 and 2-thread CPU totals; kernel times, device-to-host transfer
-                 apart, rates against the card's float64 peak and memory bandwidth
+                 a grid; 197k dofs at p = 2) against the CPU's, Table 4 (meshes 1-3, p = 1-3, on the
+                 default coarse quadrature sub-triangles), then Table 5's shape at p = 2, 3 and 2-thread
+                 CPU totals; kernel times, device-to-host transfer apart, rates against the card's
+                 float64 peak and memory bandwidth
 
 Everything lands in ``OUTDIR/results.json`` (one record per stage: status,
 seconds, limit, summary, details), ``OUTDIR/run.log`` and
@@ -725,6 +726,7 @@ def kernels_worker(label: str, dim: int, degree: int, precision: str, basis: str
 
     from polydg.assembly import assemble
     from polydg.assembly.cuda_kernels import gpu_kernels, pattern_indices
+    from polydg.assembly.cuda_points import map_points
     from polydg.assembly.cuda_sums import gpu_sum_kernels
 
     t0 = time.perf_counter()
@@ -737,9 +739,9 @@ def kernels_worker(label: str, dim: int, degree: int, precision: str, basis: str
     namespace = gpu_kernels(space.mesh.dim, int(space.max_degree), dtype, basis)
     sums = gpu_sum_kernels(space.mesh.dim, int(space.max_degree), dtype, basis)
     kernels = {}
-    for name in KERNEL_NAMES + SUM_KERNEL_NAMES + ("pattern_indices",):
-        dispatcher = pattern_indices if name == "pattern_indices" else getattr(
-            sums if name in SUM_KERNEL_NAMES else namespace, name)
+    alone = {"pattern_indices": pattern_indices, "map_points": map_points}  # module-level kernels
+    for name in KERNEL_NAMES + SUM_KERNEL_NAMES + tuple(alone):
+        dispatcher = alone[name] if name in alone else getattr(sums if name in SUM_KERNEL_NAMES else namespace, name)
         overloads = getattr(dispatcher, "overloads", None)
         if config.ENABLE_CUDASIM:  # the simulator runs Python: nothing compiled to measure
             kernels[name] = "not compiled (simulator)"
@@ -790,6 +792,7 @@ def bench_cases(simulator: bool, quick: bool):
     from bench_spacetime import MESHES, PAPER_TABLE2, PAPER_TOTAL, SPEC, TABLE2_N
 
     from polydg.mesh import build_polytopic_mesh, from_spec
+    from polydg.mesh.quadrature_simplices import DEFAULT_QUADRATURE_SIMPLICES, quadrature_mesh
     from polydg.partition import agglomerate
     from polydg.problem import builtin_problem
     from polydg.space import DGSpace
@@ -818,9 +821,10 @@ def bench_cases(simulator: bool, quick: bool):
 
     def table4(spec, n_el, p):
         def make():
-            def build():
+            def build():  # the polygons' sub-triangles as march() and the command line take them (coarse)
                 fine = from_spec(spec)
-                return slab_mesh(build_polytopic_mesh(fine) if n_el is None else agglomerate(fine, n_el), 0.0, 0.01)
+                polygons = build_polytopic_mesh(fine) if n_el is None else agglomerate(fine, n_el)
+                return slab_mesh(quadrature_mesh(polygons, DEFAULT_QUADRATURE_SIMPLICES), 0.0, 0.01)
             return DGSpace(cached(("t4", spec, n_el), build), p), slab_problem(builtin_problem("paper-2d1", 2), 2,
                                                                                 0.0, 0.01)
         return make
@@ -1106,7 +1110,7 @@ def stage_bench(stage: Stage) -> None:
         try:
             space, problem = build()
             row = {"table": table, "dofs": int(space.n_dofs), "elements": int(space.mesh.n_elements),
-                   "build_seconds": time.perf_counter() - t}
+                   "sub_simplices": int(space.mesh.n_simplices), "build_seconds": time.perf_counter() - t}
             if table == "nonlinear":
                 row["nonlinear"] = bench_nonlinear(space, problem, backend, repeat)
                 n = row["nonlinear"]

@@ -72,15 +72,14 @@ def record_nonlinear(cases: list[str], calls: dict) -> None:
     from polydg.partition import agglomerate
     from polydg.space import DGSpace
 
-    def record(executor, name, n, *args):
-        kernel = getattr(executor.kernels, name)
+    def record(executor, kernel, name, n, *args):
         signature = tuple(numba.typeof(a) for a in (0,) + args)
         calls.setdefault((f"nl_{name}", executor.plan.mesh.dim, signature), (kernel, (0,) + args))
-        if name in ("field", "volume"):  # nothing ran: the iterate and the penalty's bound read as zeros
-            for out in args[-2:] if name == "field" else args[-1:]:
+        if name in ("field", "volume", "map_points"):  # nothing ran: the outputs read as zeros
+            for out in args[-2:] if name in ("field", "map_points") else args[-1:]:
                 out[...] = 0
 
-    cuda_linearized.DeviceExecutor._run = record
+    cuda_linearized.DeviceExecutor._launch = record
     for case in cases:
         spec, n = NONLINEAR_CASES[case]
         mesh = agglomerate(from_spec(spec), n)
@@ -123,7 +122,13 @@ def main(libdevice: str, cases: list[str]) -> int:
     def record_pattern(row_element, *args):  # the pattern's index kernel (launched before the executor's)
         calls.setdefault(("pattern_indices", 0, "int64"), (cuda_kernels.pattern_indices, (0, row_element) + args))
 
+    def record_queued(ctx, kernel, name, n, *args):  # the point maps: nothing ran, the points read as zeros
+        record(ctx, kernel, name, n, None, *args)
+        for out in args[-2:]:
+            out[...] = 0
+
     cuda_passes.DeviceContext.run_kernel = record  # every reduction's launches (run() calls it too)
+    cuda_passes.DeviceContext.launch_queued = record_queued
     cuda_kernels.fill_pattern_indices = record_pattern
     cuda_kernels.warm_pattern_indices = lambda xp: None
     bk.resolve_backend = lambda name, say=None: bk.SIMULATOR  # the executor on NumPy arrays, nothing launched

@@ -183,6 +183,54 @@ def variants(name: str) -> dict[str, dict]:
     return {**VARIANTS, **EXTRA.get(name, {})}
 
 
+#: the point maps on the device: mesh spec -> elements after agglomeration
+POINT_CASES = {"square:3": 5, "cube:2": 5}
+
+
+def point_setup(spec: str):
+    """(mesh, entities) of point case ``spec``: entities name -> (cells, measures of the whole mesh, the listed
+    ones: an index array or a range (base, n)); a range of sub-simplices, every other face."""
+    mesh = agglomerate(from_spec(spec), POINT_CASES[spec])
+    faces = np.arange(1, mesh.n_faces, 2)
+    return mesh, {"simplices": (mesh.simplices, mesh.simplex_volume, (2, mesh.n_simplices - 3)),
+                  "faces": (mesh.face_vertices, mesh.face_measure, faces)}
+
+
+def point_degrees(n: int) -> dict[str, object]:
+    """One rule degree for all, and one per entity (0..5)."""
+    return {"one": 3, "mixed": np.random.default_rng(0).integers(0, 6, n)}
+
+
+def _point_maps() -> dict[str, np.ndarray]:
+    """Each point case's points made on the device (:func:`polydg.assembly.cuda_points.device_simplex_points`),
+    on the stand-in's arrays: array code that mixed in a host array would raise."""
+    from array_standin import STANDIN, DeviceStandIn, to_standin  # run as a script: tests/ is on the path
+
+    from polydg.assembly.cuda_kernels import launch, warm
+    from polydg.assembly.cuda_points import device_simplex_points
+
+    def run(kernel, name, n, *args):
+        warm(kernel, *args)  # a compiling launch must do no work
+        launch(kernel, n, *args)
+
+    arrays = {}
+    for spec in POINT_CASES:
+        mesh, entities = point_setup(spec)
+        for entity, (cells, measures, listed) in entities.items():
+            ranged = isinstance(listed, tuple)
+            n = listed[1] if ranged else len(listed)
+            for kind, degrees in point_degrees(n).items():
+                batch = device_simplex_points(STANDIN, run, to_standin(mesh.points), to_standin(cells),
+                                              to_standin(measures), n, degrees, base=listed[0] if ranged else 0,
+                                              members=None if ranged else to_standin(listed))
+                key = f"points/{spec}/{entity}/{kind}"
+                for field in ("x", "weight", "offsets", "device_offsets"):
+                    arrays[f"{key}/{field}"] = np.asarray(getattr(batch, field)).view(np.ndarray)
+                arrays[f"{key}/on_device"] = np.array(all(type(getattr(batch, f)) is DeviceStandIn
+                                                          for f in ("x", "weight", "device_offsets")))
+    return arrays
+
+
 def main(out: str) -> int:
     from polydg.assembly import assemble
 
@@ -210,6 +258,7 @@ def main(out: str) -> int:
     for approach in ("2", "atomic", "ordered", "blocks"):
         result = assemble(space, problem, backend="cudasim", approach=approach)
         arrays[f"slab-pq/{approach}/data"], arrays[f"slab-pq/{approach}/rhs"] = result.matrix.data, result.rhs
+    arrays.update(_point_maps())
     arrays.update(_loads_alone())
     arrays.update(_blocks_too_large())
     arrays.update(_auto_choices())

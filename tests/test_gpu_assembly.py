@@ -30,8 +30,8 @@ from polydg.assembly import assemble
 from polydg.errors import OptionError
 
 from .gpu_simulator_cases import (AUTO_CASES, CASES, LOAD_CASES, MARCH_CASES, PATTERN_CASES, PATTERN_FIELDS,
-                                  auto_setup, case_setup, load_setup, march_setup, pattern_setup, slab_pq_setup,
-                                  variants)
+                                  POINT_CASES, auto_setup, case_setup, load_setup, march_setup, pattern_setup,
+                                  point_degrees, point_setup, slab_pq_setup, variants)
 
 REPO = Path(__file__).resolve().parents[1]
 F32_TOL = 1e-6
@@ -67,8 +67,8 @@ def _libdevice() -> Path | None:
 
 def test_gpu_kernels_compile_to_ptx_for_an_h100():
     """numba-cuda and NVVM compile the kernels (3D; float64 both reductions, float32 the deterministic
-    ones; the pattern's index kernel) and the nonlinear executor's (2D and 3D: the iterate, the per-point
-    forms, the row kernels): what the simulator cannot check (device typing, local and constant memory,
+    ones; the pattern's index kernel; the point maps) and the nonlinear executor's (2D and 3D: the points,
+    the iterate, the per-point forms, the row kernels): what the simulator cannot check (device typing, local and constant memory,
     atomics)."""
     libdevice = _libdevice()
     if libdevice is None:
@@ -80,9 +80,9 @@ def test_gpu_kernels_compile_to_ptx_for_an_h100():
                          cwd=REPO)
     if "GPU-PTX-SKIP" in run.stdout:
         pytest.skip(run.stdout.strip().splitlines()[-1])
-    assert run.returncode == 0 and "GPU-PTX-OK 33 kernels" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 0 and "GPU-PTX-OK 37 kernels" in run.stdout, run.stdout + run.stderr
     # each nonlinear kernel compiled once per dimension: one argument signature for all the problem's paths
-    assert sum(line.startswith("nl_") for line in run.stdout.splitlines()) == 14, run.stdout
+    assert sum(line.startswith("nl_") for line in run.stdout.splitlines()) == 16, run.stdout
 
 
 def _cpu(name: str, options: dict):
@@ -189,6 +189,27 @@ def test_the_device_pattern_is_the_host_pattern(simulated, name):
         got, ref = simulated[f"pattern/{name}/{field}"], getattr(host, field)
         assert got.dtype == np.int64 and np.array_equal(got, ref), field
     assert len(np.unique(mesh.interface_elements[:, 0])) > 1  # several block rows with neighbours above
+
+
+@pytest.mark.parametrize("spec", list(POINT_CASES))
+def test_points_mapped_on_the_device_are_the_compiled_maps(simulated, spec):
+    """The quadrature points made by the device's kernel (on the simulator, the stand-in's arrays) are the
+    CPU's compiled map's bit for bit: a range of sub-simplices and a list of faces, one rule degree and
+    mixed ones (0 to 5); the offsets on the host and their copy on the device."""
+    from polydg.assembly.points import simplex_points
+
+    mesh, entities = point_setup(spec)
+    for entity, (cells, measures, listed) in entities.items():
+        listed = np.arange(listed[0], listed[0] + listed[1]) if isinstance(listed, tuple) else listed
+        for kind, degrees in point_degrees(len(listed)).items():
+            ref = simplex_points(mesh.points, measures[listed], degrees, cells=cells[listed])
+            key = f"points/{spec}/{entity}/{kind}"
+            assert bool(simulated[f"{key}/on_device"]), key
+            for field in ("x", "weight", "offsets"):
+                assert np.array_equal(simulated[f"{key}/{field}"], getattr(ref, field)), (key, field)
+            assert np.array_equal(simulated[f"{key}/device_offsets"], ref.offsets), key
+            if kind == "mixed":
+                assert len(np.unique(degrees)) >= 4  # a launch per degree, each into its rows
 
 
 @pytest.mark.parametrize("spec, n_el, rows", [("square:8", 40, None), ("square:8", 40, np.arange(5, 33, 2)),

@@ -418,30 +418,3 @@ def test_command_line_accepts_to_host_and_solves_on_the_host_without_a_gpu(tmp_p
     err = capsys.readouterr().err
     assert "solved (splu)" in err and "on the device" not in err
     assert (tmp_path / "out" / "matrix.npz").exists()
-
-
-# ---------------------------------------------------------------------------
-# item 2: quadrature points on the device
-
-
-@pytest.mark.parametrize("spec", ["square:3", "cube:2"])
-def test_point_maps_as_array_code_equal_the_compiled_maps(spec):
-    """simplex_points_on (the GPU executor's point maps) gives the compiled maps' points bitwise, on NumPy and
-    on the stand-in array type, for one rule degree and for mixed ones, cells and faces."""
-    from polydg.assembly.points import simplex_points, simplex_points_on
-    from polydg.mesh import from_spec
-    from polydg.partition import agglomerate
-
-    mesh = agglomerate(from_spec(spec), 5)
-    faces = np.arange(1, mesh.n_faces, 2)
-    entities = ((mesh.simplices, mesh.simplex_volume), (mesh.face_vertices[faces], mesh.face_measure[faces]))
-    for cells, measures in entities:
-        for degrees in (3, np.random.default_rng(0).integers(0, 6, len(cells))):
-            ref = simplex_points(mesh.points, measures, degrees, cells=cells)
-            got = simplex_points_on(np, mesh.points, cells, measures, degrees)
-            dev = simplex_points_on(STANDIN, to_standin(mesh.points), to_standin(cells), to_standin(measures), degrees)
-            assert np.array_equal(got.offsets, ref.offsets) and type(dev.x) is DeviceStandIn
-            for a in (got.x, dev.x.get()):
-                assert np.array_equal(a, ref.x)
-            for a in (got.weight, dev.weight.get()):
-                assert np.array_equal(a, ref.weight)

@@ -136,6 +136,25 @@ def test_compilation_inside_a_timed_stage_is_moved_to_jit():
     assert abs(timer.t["jit"] - compiled) <= 1e-9
 
 
+def test_a_device_kernels_compilation_inside_a_stage_is_jit_and_not_the_stages():
+    """numba-cuda compiles a kernel at its first launch, unseen by polydg.jit: the executor closes that interval
+    with Timer.compiled, and the stage around it (the point maps' queued launch) leaves it out."""
+    import time
+
+    from polydg.assembly.timing import Timer
+
+    timer = Timer()
+    start = time.perf_counter()
+    compiling = time.perf_counter()
+    time.sleep(0.05)  # the compilation
+    timer.compiled(compiling)
+    timer.add("quadrature_points", start)
+    assert timer.t["jit"] >= 0.05
+    assert 0 <= timer.t["quadrature_points"] < 0.01
+    timer.add("coefficients", time.perf_counter())  # a later stage: nothing to leave out
+    assert timer.t["jit"] < 0.05 + 0.01 and timer.t["coefficients"] < 0.01
+
+
 def test_a_device_assemblys_stages_do_not_wait_for_the_device_and_its_total_does(monkeypatch):
     """The stages of a GPU assembly leave the device's queued work running (the host prepares the next chunk
     meanwhile); the total waits for it, once, after the last stage.  A CPU assembly given a recording

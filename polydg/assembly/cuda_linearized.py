@@ -26,7 +26,8 @@ from .cuda_kernels import for_device, launch, warm
 from .linearization import PointForms
 from .linearized_passes import HostExecutor
 from .plan import AssemblyPlan
-from .points import PointBatch, simplex_points_on
+from .cuda_points import device_simplex_points
+from .points import PointBatch
 from .timing import Timer
 
 numpy_aliases_for_numba_cuda()  # before numba-cuda's CUDA target first loads (at the first compilation)
@@ -320,31 +321,33 @@ class DeviceExecutor:
         self._run(kind, n, *args)
 
     def _run(self, name: str, n: int, *args) -> None:
-        kernel = getattr(self.kernels, name)
+        self._launch(getattr(self.kernels, name), name, n, *args)
+
+    def _launch(self, kernel, name: str, n: int, *args) -> None:
         if name not in self._warm:  # the first launch compiles: timed apart
             self.synchronize()  # the device work queued before stays in the caller's stage, not in jit
             t = time.perf_counter()
             warm(kernel, *args)
             self.synchronize()
-            self.timer.add("jit", t)
+            self.timer.compiled(t)
             self._warm.add(name)
         launch(kernel, n, *args)
 
     # -- points and the iterate there
 
     def simplex_points(self, s_lo: int, s_hi: int, q) -> PointBatch:
-        return simplex_points_on(self.xp, self.points, self.simplices[s_lo:s_hi], self.volumes[s_lo:s_hi], q)
+        return device_simplex_points(self.xp, self._launch, self.points, self.simplices, self.volumes, s_hi - s_lo,
+                                     q, base=s_lo)
 
     def face_points(self, faces: np.ndarray) -> PointBatch:
-        f = self.dev(faces)
-        return simplex_points_on(self.xp, self.points, self.face_vertices[f], self.face_measure[f],
-                                 self.plan.face_degrees(faces))
+        return device_simplex_points(self.xp, self._launch, self.points, self.face_vertices, self.face_measure,
+                                     len(faces), self.plan.face_degrees(faces), members=self.dev(faces))
 
     def iterate(self, entity_element: np.ndarray, batch: PointBatch, side: int = 0):
         xp = self.xp
         n, d = int(batch.x.shape[0]), int(batch.x.shape[1])
         values, gradients = xp.empty(n, dtype=np.float64), xp.empty((n, d), dtype=np.float64)
-        self._run("field", len(entity_element), self.dev(entity_element), self.dev(batch.offsets), batch.x, self.u,
+        self._run("field", len(entity_element), self.dev(entity_element), batch.device_offsets, batch.x, self.u,
                   self.dof_offsets, self.lo, self.hi, self.degree, self.nbasis, values, gradients)
         return values, gradients
 
@@ -376,18 +379,18 @@ class DeviceExecutor:
 
     def volume_rows(self, e_lo: int, e_hi: int, s_lo: int, batch: PointBatch, forms: PointForms) -> None:
         M, rho = self._arrays(forms)
-        self._run("volume_rows", e_hi - e_lo, e_lo, self.element_offsets, s_lo, self.dev(batch.offsets), batch.x,
+        self._run("volume_rows", e_hi - e_lo, e_lo, self.element_offsets, s_lo, batch.device_offsets, batch.x,
                   batch.weight, M, rho, *self._tail())
 
     def interior_rows(self, e_lo: int, e_hi: int, batch: PointBatch, forms: PointForms) -> None:
         M, rho = self._arrays(forms)
         self._run("interior_rows", e_hi - e_lo, e_lo, *self.adj, self.adj_interface, self.interface_offsets,
-                  self.face_local, self.dev(batch.offsets), batch.x, batch.weight, M, rho, *self._tail())
+                  self.face_local, batch.device_offsets, batch.x, batch.weight, M, rho, *self._tail())
 
     def boundary_rows(self, e_lo: int, e_hi: int, batch: PointBatch, forms: PointForms) -> None:
         M, rho = self._arrays(forms)
         self._run("boundary_rows", e_hi - e_lo, e_lo, self.boundary_offsets, self.face_local,
-                  self.dev(batch.offsets), batch.x, batch.weight, M, rho, *self._tail())
+                  batch.device_offsets, batch.x, batch.weight, M, rho, *self._tail())
 
     def mark_faces(self, faces: np.ndarray, on: bool) -> None:
         f = self.dev(faces)

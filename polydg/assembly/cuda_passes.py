@@ -4,9 +4,9 @@ A second executor of an :class:`~polydg.assembly.plan.AssemblyPlan`: it
 runs over the plan's chunks as the CPU passes do (volume, interior faces,
 boundary faces of each mode) and for each chunk
 
-1. maps the quadrature points on the device (``points.simplex_points_on``:
-   the CPU's point maps as array code, from the mesh's points, cells and
-   measures copied once) and evaluates the problem's coefficients there
+1. maps the quadrature points on the device (``cuda_points.py``: the CPU's
+   point map as one kernel, from the mesh's points, cells and measures
+   copied once) and evaluates the problem's coefficients there
    (``coefficients.DeviceCoefficients``: the problem's callables receive the
    backend's arrays; a NumPy-only callable is detected and evaluated on the
    host, with a one-time warning);
@@ -33,7 +33,7 @@ from .arguments import Points, Values, plan_arguments
 from .coefficients import Coefficients, DeviceCoefficients
 from .passes import boundary_modes, contributing_boundary_faces
 from .plan import AssemblyPlan
-from .points import PointBatch, simplex_points_on
+from .points import PointBatch
 from .timing import Timer
 from .workspace import Workspace
 
@@ -81,7 +81,8 @@ class DeviceContext:
         self.face_measure = kept["face_measure"]
         self.coefficients = DeviceCoefficients(coefficients.problem, mesh.dim, plan.dtype, self.xp)
         # what every launch reads, viewed once as numba-cuda's own arrays (a launch types those faster)
-        self.views = ViewCache(self.args.pattern, self.args.basis, self.args.faces, self.values)
+        self.views = ViewCache(self.args.pattern, self.args.basis, self.args.faces, self.values, self.mesh_points,
+                               self.simplices, self.simplex_volume, self.face_vertices, self.face_measure)
         timer.add("values", t)
         self._warm: set[str] = set()
 
@@ -110,30 +111,55 @@ class DeviceContext:
         """Launch ``kernel`` on ``n`` threads (with ``block``: ``n`` blocks of ``block`` threads), timed as
         ``key``; its first launch compiles (timed as ``jit``).
 
-        ``key``'s row holds the launch and the device work still queued before it (the stages do not wait):
-        the wait for that work comes before a first launch's compilation, so that ``jit``, which no total
-        counts, holds only the compilation."""
-        from .cuda_kernels import launch, warm
+        ``key``'s row holds the launch and the device work still queued before it (the stages do not wait).
+        """
+        from .cuda_kernels import launch
 
         args = self.views(args)
-        if name not in self._warm:  # one launch whose threads all return: numba-cuda compiles it here
-            t = time.perf_counter()
-            self.synchronize()
-            t = self.timer.add(key, t)
-            warm(kernel, *args)
-            self.synchronize()
-            self.timer.add("jit", t)
-            self._warm.add(name)
         t = time.perf_counter()
+        self._compile(kernel, name, args)
         launch(kernel, n, *args, block=block)
         self.synchronize()
         self.timer.add(key, t)
+
+    def launch_queued(self, kernel, name: str, n: int, *args) -> None:
+        """Launch ``kernel`` on ``n`` threads and go on (the device runs it while the host prepares what
+        follows; the caller's stage holds the launch); its first launch compiles (timed as ``jit``)."""
+        from .cuda_kernels import launch
+
+        args = self.views(args)
+        self._compile(kernel, name, args)
+        launch(kernel, n, *args)
+
+    def _compile(self, kernel, name: str, args: tuple) -> None:
+        """numba-cuda compiles a kernel at its first launch: here, by one launch whose threads all return,
+        timed as ``jit`` and kept out of the stage that holds it (:meth:`Timer.compiled`).  The device work
+        queued before is waited for first, so that ``jit`` holds only the compilation."""
+        from .cuda_kernels import warm
+
+        if name in self._warm:
+            return
+        self.synchronize()
+        t = time.perf_counter()
+        warm(kernel, *args)
+        self.synchronize()
+        self.timer.compiled(t)
+        self._warm.add(name)
 
     def synchronize(self) -> None:
         if self.backend == "cupy":
             from numba import cuda
 
             cuda.synchronize()
+
+    def simplex_points(self, cells, measures, n: int, degrees, members=None, base: int = 0) -> PointBatch:
+        """The quadrature points of ``n`` simplices of the mesh's ``cells`` and ``measures`` (device tables):
+        ``members`` (device indices) or the range ``base:base + n``, mapped on the device
+        (:func:`~polydg.assembly.cuda_points.device_simplex_points`)."""
+        from .cuda_points import device_simplex_points
+
+        return device_simplex_points(self.xp, self.launch_queued, self.mesh_points, cells, measures, n, degrees,
+                                     members=members, base=base)
 
     def points(self, batch: PointBatch) -> Points:
         """The (device) batch's offsets, points and weights in the working precision, on the device.
@@ -144,7 +170,8 @@ class DeviceContext:
         self.x64 = batch.x
         X = self.x64 if np.dtype(dtype) == np.float64 else self.x64.astype(dtype)
         W = batch.weight if np.dtype(dtype) == np.float64 else batch.weight.astype(dtype)
-        return Points(self.dev(batch.offsets), X, W)
+        offsets = batch.device_offsets if batch.device_offsets is not None else self.dev(batch.offsets)
+        return Points(offsets, X, W)
 
     def point_normals(self, faces_dev, pts) -> object:
         """The unit normal of each point's face (float64, on the device): face ``faces_dev[i]`` owns points
@@ -175,8 +202,8 @@ class DeviceContext:
         ``faces`` may be None where the plan has one rule degree)."""
         t = time.perf_counter()
         faces_dev = self.dev(faces) if faces_dev is None else faces_dev
-        batch = simplex_points_on(self.xp, self.mesh_points, self.face_vertices[faces_dev],
-                                  self.face_measure[faces_dev], self.plan.face_degrees(faces))
+        batch = self.simplex_points(self.face_vertices, self.face_measure, len(faces_dev),
+                                    self.plan.face_degrees(faces), members=faces_dev)
         points = self.points(batch)
         self.timer.add("quadrature_points", t)
         return batch, points
@@ -216,7 +243,7 @@ def volume_pass(ctx: DeviceContext, passes) -> None:
         s_lo, s_hi = int(element_offsets[e_lo]), int(element_offsets[e_hi])
         q = plan.q_uniform if plan.q_uniform is not None else np.repeat(
             plan.q_element[e_lo:e_hi], np.diff(element_offsets[e_lo:e_hi + 1]))
-        batch = simplex_points_on(ctx.xp, ctx.mesh_points, ctx.simplices[s_lo:s_hi], ctx.simplex_volume[s_lo:s_hi], q)
+        batch = ctx.simplex_points(ctx.simplices, ctx.simplex_volume, s_hi - s_lo, q, base=s_lo)
         points = ctx.points(batch)
         t = timer.add("quadrature_points", t)
         coef = ctx.coefficients.volume(ctx.x64, want_load=True, want_block=plan.matrix)

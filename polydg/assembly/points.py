@@ -25,12 +25,14 @@ class PointBatch:
     """Quadrature points of a batch of entities.
 
     x : (n_points, d) float64; weight : (n_points,) float64;
-    offsets : (n_entities + 1,) int64.
+    offsets : (n_entities + 1,) int64, on the host; ``device_offsets``: their copy on the device
+    where the points were made there (``cuda_points.py``), else None.
     """
 
     x: np.ndarray
     weight: np.ndarray
     offsets: np.ndarray
+    device_offsets: object = None
 
     @property
     def n_points(self) -> int:
@@ -191,37 +193,3 @@ def _make_point_map(corners: int, d: int) -> Callable:
                 weight[r0 + q] = measures[s] * w[q]
 
     return map_points
-
-
-def simplex_points_on(xp, points, cells, measures, degrees: int | np.ndarray) -> PointBatch:
-    """:func:`simplex_points` as array code in the namespace ``xp``: the points made where the mesh is (the GPU).
-
-    ``points`` (m, d) float64, ``cells`` (n, k+1) int64 and ``measures`` (n,)
-    are ``xp`` arrays; ``degrees`` is one int or a host array (one per
-    simplex).  Returns a batch whose ``x`` and ``weight`` are ``xp`` arrays and
-    whose ``offsets`` are a host array.  The sums run over the corners in the
-    order of the compiled map, so with NumPy the points are bitwise those of
-    :func:`simplex_points` (a GPU may fuse the multiply-adds: last bits).
-    """
-    n, kp1 = int(cells.shape[0]), int(cells.shape[1])
-    d = int(points.shape[1])
-    offsets, qs = point_offsets(n, kp1 - 1, degrees)
-    n_points = int(offsets[-1])
-    x, weight = xp.empty((n_points, d), dtype=np.float64), xp.empty(n_points, dtype=np.float64)
-    for q in qs:  # the distinct rule degrees
-        lam, w = simplex_rule(kp1 - 1, int(q))
-        if len(qs) == 1:
-            members, first = None, offsets[:-1]
-        else:
-            members = np.flatnonzero(np.asarray(degrees) == q)
-            first = offsets[members]
-        corners = points[cells if members is None else cells[xp.asarray(members)]]  # (m, k+1, d)
-        lam_d = xp.asarray(lam)
-        acc = lam_d[None, :, 0, None] * corners[:, None, 0, :]  # (m, nq, d): 0 + lam_0 v_0, exactly
-        for k in range(1, kp1):
-            acc = acc + lam_d[None, :, k, None] * corners[:, None, k, :]
-        rows = xp.asarray(first)[:, None] + xp.arange(len(w), dtype=np.int64)[None, :]
-        x[rows] = acc
-        m = measures if members is None else measures[xp.asarray(members)]
-        weight[rows] = m[:, None] * xp.asarray(w)[None, :]
-    return PointBatch(x, weight, offsets)

@@ -32,14 +32,29 @@ class Timer:
         self.t = dict.fromkeys(TIMING_KEYS, 0.0)
         self.sync = sync
         self._moved_until = time.perf_counter()  # compilation up to here is in "jit" already
+        self._compiled: list[tuple[float, float]] = []  # the intervals closed by compiled()
 
     def add(self, key: str, start: float) -> float:
         now = time.perf_counter()
-        compiled = 0.0 if key == "jit" else compiled_within(start, now)
-        self.t[key] += now - start - compiled
+        if key == "jit":
+            self.t[key] += now - start
+            self._moved_until = max(self._moved_until, now)
+            return now
+        compiled = compiled_within(start, now)
+        own = sum(max(0.0, min(b, now) - max(a, start)) for a, b in self._compiled)
+        self.t[key] += now - start - compiled - own
         if compiled:
             self.t["jit"] += compiled_within(max(start, self._moved_until), now)
         self._moved_until = max(self._moved_until, now)
+        return now
+
+    def compiled(self, start: float) -> float:
+        """Close an interval of compilation that :func:`polydg.jit.compiled_within` does not see (numba-cuda's
+        kernels, compiled at their first launch): it goes to ``jit``, and out of any stage's interval that
+        holds it."""
+        now = time.perf_counter()
+        self.t["jit"] += now - start
+        self._compiled.append((start, now))
         return now
 
 
