@@ -10,8 +10,8 @@ made on the host:
 * the adjacency, ``row_width``, ``block_start``, ``row_base``, ``row_start``
   and ``indptr`` are cumulative sums, bincounts and scatters over elements,
   interfaces and adjacency entries; the one ordering they need (each
-  element's neighbours below it, in increasing order) is a sort of the
-  interfaces by their second element, not of anything nnz-sized;
+  element's neighbours below it, in increasing order) is a stable sort of
+  the interfaces by their second element, not of anything nnz-sized;
 * ``indices`` (one per non-zero) is written by a numba-cuda kernel, one
   thread per matrix row (:func:`polydg.assembly.cuda_kernels.pattern_indices`).
 
@@ -127,8 +127,9 @@ def adjacency_on(xp, n_el: int, a, b, element_dofs) -> tuple:
         # (a, b) above the diagonal of a's row: interfaces are grouped by a, in order of b
         rank_in_a = xp.arange(n_if, dtype=np.int64) - _exclusive_cumsum(xp, above)[a]
         interface_entry[:, 0] = diag_entry[a] + 1 + rank_in_a
-        # (b, a) below the diagonal of b's row, in order of a: the interfaces sorted by (b, a)
-        by_b = xp.lexsort(xp.stack((a, b)))
+        # (b, a) below the diagonal of b's row, in order of a: the interfaces sorted by (b, a), which a stable
+        # sort by b gives (they are in order of a within each b); one key: a radix sort on a GPU
+        by_b = xp.argsort(b, kind="stable")
         rank_in_b = xp.arange(n_if, dtype=np.int64) - _exclusive_cumsum(xp, below)[b[by_b]]
         interface_entry[by_b, 1] = adj_offsets[b[by_b]] + rank_in_b
         adj_col[interface_entry[:, 0]] = b
@@ -147,7 +148,9 @@ def _block_starts(xp, adj_offsets, width) -> tuple:
 def blocks_by_label_on(xp, adj_offsets, adj_col, element_dofs, label):
     """block_start with each row's blocks ordered by their column elements' labels (as ``pattern.py``)."""
     row = segment_owner(xp, adj_offsets, len(adj_col))
-    order = xp.lexsort(xp.stack((label[adj_col], row)))  # entries row by row, by label
+    labels = label[adj_col]
+    span = int(labels.max()) + 1 if len(labels) else 1
+    order = xp.argsort(row * span + labels, kind="stable")  # entries row by row, by label: one key
     start_sorted, _ = _block_starts(xp, adj_offsets, element_dofs[adj_col[order]])
     block_start = xp.empty_like(start_sorted)
     block_start[order] = start_sorted
