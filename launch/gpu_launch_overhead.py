@@ -7,8 +7,9 @@ polydg's GPU kernels take a few structures holding 20-30 arrays (``arguments.py`
 wrapping it as a strided memory view) at about 2 ms per launch, a tenth of a Table 2 assembly's 17
 launches.  This measures one trivial kernel (one thread, reading its arguments' first entries) launched
 ``--launches`` times with 1, 8 and 32 array arguments given as CuPy arrays, as numba device arrays made
-from them once (``cuda.as_cuda_array``, no copy), and as numba device arrays of ``cuda.to_device``: the
-host's seconds per launch (launches queued, then one wait) for each.  The choice between keeping the
+from them once (``cuda.as_cuda_array``, no copy), as such views made at every launch (polydg's
+``cuda_kernels.launch_view``, as a chunk's arrays are passed) and as numba device arrays of
+``cuda.to_device``: the host's seconds per launch (launches queued, then one wait) for each.  The choice between keeping the
 plan's tables as CuPy arrays or as numba views is made from these figures.  ``--simulator`` runs the numba
 device arrays alone under numba-cuda's simulator (no CuPy there), to test the script.
 """
@@ -41,12 +42,14 @@ def _kernel(n_arrays: int):
 
 
 def per_launch(kernel, arrays, launches: int, synchronize) -> float:
-    """Host seconds per launch of ``kernel[1, 1](*arrays)``, after one that compiles."""
-    kernel[1, 1](*arrays)
+    """Host seconds per launch of ``kernel[1, 1](*arrays)``, after one that compiles; ``arrays`` a list, or a
+    callable that makes the list at each launch (its time counted)."""
+    make = arrays if callable(arrays) else (lambda: arrays)
+    kernel[1, 1](*make())
     synchronize()
     t = time.perf_counter()
     for _ in range(launches):
-        kernel[1, 1](*arrays)
+        kernel[1, 1](*make())
     queued = time.perf_counter() - t
     synchronize()
     return queued / launches
@@ -74,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
             on_device = [cupy.asarray(a) for a in host]
             ways["cupy"] = on_device
             ways["numba view of cupy"] = [cuda.as_cuda_array(a) for a in on_device]
+            from polydg.assembly.cuda_kernels import launch_view
+
+            # as polydg views a chunk's arrays: at each launch, no stream waited for
+            ways["numba view made per launch"] = lambda on_device=on_device: [launch_view(a) for a in on_device]
         with warnings.catch_warnings():  # a one-thread grid: numba-cuda's under-utilisation warning
             warnings.simplefilter("ignore")
             rows[n_arrays] = {way: per_launch(kernel, arrays, args.launches, cuda.synchronize)

@@ -283,10 +283,13 @@ def launch_view(a):
 
 
 class ViewCache:
-    """Launch views (:func:`launch_view`) of the structures given, by identity; other arguments pass as they are.
+    """Launch views (:func:`launch_view`) of the structures given, kept by identity; the other arguments of a
+    launch are viewed for that launch alone.
 
     It holds each structure it viewed, so no other object can take its identity while the views live; the
-    arrays of one chunk are left out, so that they are freed with the chunk."""
+    arrays of one chunk are left out, so that they are freed with the chunk.  (A CuPy array handed to a
+    launch as it is costs more than its view: numba-cuda types it from its interface and waits for the
+    stream it names, so the host would stop at every launch.)"""
 
     def __init__(self, *structures):
         self._views: dict[int, tuple] = {}
@@ -303,7 +306,7 @@ class ViewCache:
         out = []
         for a in args:
             kept = self._views.get(id(a))
-            out.append(kept[1] if kept is not None and kept[0] is a else a)
+            out.append(kept[1] if kept is not None and kept[0] is a else launch_view(a))
         return tuple(out)
 
 
