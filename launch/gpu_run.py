@@ -197,6 +197,7 @@ class Stage:
         self.bench_only = getattr(args, "bench_only", None)
         self.bench_approaches = getattr(args, "bench_approaches", None) or list(BENCH_APPROACHES)
         self.bench_options = bench_options(getattr(args, "bench_option", None) or [])
+        self.bench_budgets = getattr(args, "bench_budgets", None) or []
         self.record: dict = {"status": "running", "summary": {}, "details": {}}
         self.save()
 
@@ -1096,6 +1097,9 @@ def stage_bench(stage: Stage) -> None:
                 line["cpu_2_threads"] = r["cpu"]["total_assembly"]
             if "gpu-2-kept" in r:
                 line["gpu_rows_kept_later"] = r["gpu-2-kept"]["later"]["total_assembly"]
+            for key, variant in r.items():  # the default's reduction in chunks of another budget
+                if key.startswith("budget-") and "total_assembly" in variant:
+                    line[f"gpu_default_total_{key}"] = [variant["total_assembly"], variant["chunks"]]
             table[label] = line
         rec["summary"] = {"device": device, "rows": table}
         stage.save()
@@ -1126,6 +1130,10 @@ def stage_bench(stage: Stage) -> None:
             row["options"] = stage.bench_options  # besides the approach, for every assembly of the row
             approaches = tuple(a for a in BENCH_APPROACHES if a in stage.bench_approaches or a == default)
             row.update(bench_one(space, problem, backend, repeat, peak, bandwidth, approaches, stage.bench_options))
+            for mb in stage.bench_budgets:  # the default's reduction again, its chunks sized by this budget
+                options = {**stage.bench_options, "memory_budget_mb": mb}
+                row[f"budget-{mb:g}"] = bench_one(space, problem, backend, repeat, peak, bandwidth, (default,),
+                                                  options)[f"gpu-{default}"]
             if table == "table5":  # what repeated assemblies of one space cost (a Newton or time loop's)
                 row["gpu-2-kept"] = bench_kept(space, problem, backend, repeat, stage.bench_options)
             # the default (approach "auto") runs one of the measured reductions: the targets are its
@@ -1245,6 +1253,8 @@ def drive(args) -> int:
             cmd += ["--bench-only", *args.bench_only] if args.bench_only and name == "bench" else []
             cmd += ["--bench-approaches", *args.bench_approaches] if args.bench_approaches and name == "bench" else []
             cmd += ["--bench-option", *args.bench_option] if args.bench_option and name == "bench" else []
+            cmd += (["--bench-budgets", *map(str, args.bench_budgets)] if args.bench_budgets and name == "bench"
+                    else [])
             # a stage of one process gives the host's stages (pattern, penalty, points) every core; a stage of
             # several, one thread per process
             threads = os.environ.get("OMP_NUM_THREADS") or str((os.cpu_count() or 1) if jobs == 1 else 1)
@@ -1316,6 +1326,8 @@ def main(argv=None) -> int:
                     "the bench times besides the default's (\"auto\": the default's alone; default: all three)")
     ap.add_argument("--bench-option", nargs="+", metavar="NAME=VALUE", help="an assembly option for every "
                     "bench assembly, e.g. memory_budget_mb=4096 (the options of polydg.assembly.AssemblyOptions)")
+    ap.add_argument("--bench-budgets", nargs="+", type=float, metavar="MB", help="also time the default's "
+                    "reduction with each of these memory budgets (its chunks), e.g. 4096")
     ap.add_argument("--install-json", help="the install step's record (written by gpu_run.sh)")
     # internal: one stage, in its own process; the MPI ranks of the correctness stage
     ap.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)

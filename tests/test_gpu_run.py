@@ -111,18 +111,22 @@ def test_the_gpu_run_fits_its_budget():
 
 def test_the_bench_times_the_named_reductions_and_the_default_and_the_profile_names_its_stages(tmp_path):
     """``--bench-approaches atomic`` times atomic and the default's reduction (rows on Table 5's tetrahedra),
-    not the ordered sums, with the ``--bench-option`` given (a tiny memory budget: several chunks); launch/gpu_profile.py profiles one assembly of a bench case and writes its stages
-    and hottest functions."""
+    not the ordered sums, with the ``--bench-option`` given (a tiny memory budget: several chunks), and with
+    ``--bench-budgets`` the default's again in chunks of that budget; launch/gpu_profile.py profiles one
+    assembly of a bench case and writes its stages and hottest functions."""
     out = tmp_path / "out"
     env = dict(_env(), NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(REPO))
     run = subprocess.run([sys.executable, str(REPO / "launch" / "gpu_run.py"), "--simulator", "--quick", "--out",
                           str(out), "--stages", "bench", "--bench-only", "table5", "--bench-approaches", "atomic",
-                          "--bench-option", "memory_budget_mb=0.001"],
+                          "--bench-option", "memory_budget_mb=0.001", "--bench-budgets", "1024"],
                          env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     (row,) = json.loads((out / "results.json").read_text())["stages"]["bench"]["details"]["rows"].values()
     assert row["default"] == "2" and {"gpu-2", "gpu-atomic"} <= set(row) and "gpu-ordered" not in row
     assert row["options"] == {"memory_budget_mb": 0.001} and row["gpu-2"]["chunks"] > 1  # reached assemble
+    assert row["budget-1024"]["chunks"] == 1  # --bench-budgets: the default's reduction again, in one chunk
+    summary = json.loads((out / "results.json").read_text())["stages"]["bench"]["summary"]["rows"]
+    assert next(iter(summary.values()))["gpu_default_total_budget-1024"][1] == 1
     assert gpu_run.bench_options(["memory_budget_mb=4096", "precision=single"]) == {"memory_budget_mb": 4096,
                                                                                     "precision": "single"}
     lines = [x for x in run.stdout.splitlines() if x.startswith("bench table5") and "dofs" in x]
