@@ -94,6 +94,17 @@ def device_synchronizer(backend: str):
     return cupy.cuda.Device().synchronize
 
 
+def on_default_stream(backend: str) -> bool:
+    """Whether the array calls of ``backend`` go to a default stream (CuPy's legacy or per-thread one; always
+    so off a GPU).  polydg's kernels run on the legacy default stream, which orders itself with those; under a
+    stream of the caller's own the executors wait for each launch before the array code reads its output."""
+    if backend != "cupy":
+        return True
+    import cupy
+
+    return cupy.cuda.get_current_stream().ptr in (0, 1, 2)
+
+
 def device_name(backend: str = "cupy") -> str:
     """The name of the device that runs ``backend``: the current CUDA device, "CPU simulator" or "cpu"."""
     if backend == SIMULATOR:

@@ -195,9 +195,12 @@ def test_the_device_pattern_is_the_host_pattern(simulated, name):
 def test_points_mapped_on_the_device_are_the_compiled_maps(simulated, spec):
     """The quadrature points made by the device's kernel (on the simulator, the stand-in's arrays) are the
     CPU's compiled map's bit for bit: a range of sub-simplices and a list of faces, one rule degree and
-    mixed ones (0 to 5); the offsets on the host and their copy on the device."""
+    mixed ones (0 to 5), and in launches of fewer threads than points (36: some take two, a block's
+    spare threads idle); the offsets on the host and their copy on the device.  The compiling
+    launches wrote nothing."""
     from polydg.assembly.points import simplex_points
 
+    assert bool(simulated["points/compiling-launches-wrote-nothing"])
     mesh, entities = point_setup(spec)
     for entity, (cells, measures, listed) in entities.items():
         listed = np.arange(listed[0], listed[0] + listed[1]) if isinstance(listed, tuple) else listed
@@ -210,6 +213,8 @@ def test_points_mapped_on_the_device_are_the_compiled_maps(simulated, spec):
             assert np.array_equal(simulated[f"{key}/device_offsets"], ref.offsets), key
             if kind == "mixed":
                 assert len(np.unique(degrees)) >= 4  # a launch per degree, each into its rows
+            if kind == "strided":
+                assert ref.offsets[-1] > 36  # fewer threads than points: some take two
 
 
 @pytest.mark.parametrize("spec, n_el, rows", [("square:8", 40, None), ("square:8", 40, np.arange(5, 33, 2)),
@@ -678,6 +683,12 @@ class Own(Foreign):  # numba-cuda's own device array: typed fast already
 
 own = Own(3)
 assert cuda_kernels.launch_view(own) is own and len(made) == 6
+for stream, waits in ((None, False), (1, False), (2, False), (0x5EED, True)):  # a caller's own stream: waited for
+    streamed = Foreign(4)
+    if stream is not None:
+        streamed.__cuda_array_interface__["stream"] = stream
+    cuda_kernels.launch_view(streamed)
+    assert made[-1] == (1004, streamed, waits), (stream, made[-1])
 print("LAUNCH-VIEWS-OK")
 """
 
@@ -703,6 +714,7 @@ def test_structures_every_launch_reads_are_viewed_once_as_numba_cuda_arrays(laun
     """numba-cuda types a CuPy array at every launch about four times slower than one of its own device
     arrays (``launch/gpu_launch_overhead.py`` on an H100), and waits for its stream: the structures many
     launches read are viewed once (``ViewCache``: by identity, owner kept, no stream synchronised); a chunk's
-    arrays are viewed for their launch alone (not kept, so freed with the chunk)."""
+    arrays are viewed for their launch alone (not kept, so freed with the chunk).  An array of a stream other
+    than a default one (the caller's own) is waited for."""
     assert launch_script.returncode == 0 and "LAUNCH-VIEWS-OK" in launch_script.stdout, \
         launch_script.stdout + launch_script.stderr

@@ -271,15 +271,22 @@ def launch_view(a):
     field by field, anything else as it is.
 
     numba-cuda types a foreign array again at every launch, a view of its own about four times faster,
-    so the structures many launches read are viewed once (:class:`ViewCache`).  No stream is waited for:
-    polydg's CuPy work and its launches share the legacy default stream, which orders them (a CuPy stream
-    of the caller's own would need an event before the launch).
+    so the structures many launches read are viewed once (:class:`ViewCache`).  No stream is waited for
+    where the array's stream is a default one (none named, the legacy or the per-thread default): polydg's
+    launches run on the legacy default stream, which orders itself after those.  An array of another
+    stream (the caller's own ``cupy.cuda.Stream``) is waited for, as numba-cuda does.
     """
     if isinstance(a, tuple) and hasattr(a, "_fields"):
         return type(a)(*(launch_view(x) for x in a))
     if hasattr(a, "__cuda_array_interface__") and not hasattr(a, "_numba_type_"):  # not numba-cuda's own
-        return cuda.from_cuda_array_interface(a.__cuda_array_interface__, owner=a, sync=False)
+        desc = a.__cuda_array_interface__
+        return cuda.from_cuda_array_interface(desc, owner=a, sync=desc.get("stream") not in DEFAULT_STREAMS)
     return a
+
+
+#: the ``stream`` of a CUDA array interface that needs no wait before a launch on the legacy default stream:
+#: none named, the legacy default stream (1) and the per-thread default stream (2)
+DEFAULT_STREAMS = (None, 1, 2)
 
 
 class ViewCache:

@@ -22,7 +22,7 @@ from .. import backend as bk
 from ..backend import contiguous, numpy_aliases_for_numba_cuda
 from ..basis import basis_indices, element_box_tables, eval_basis_point_scaled, legendre_recurrence
 from . import linearization as forms
-from .cuda_kernels import for_device, launch, launch_view, warm
+from .cuda_kernels import ViewCache, for_device, launch, warm
 from .linearization import PointForms
 from .linearized_passes import HostExecutor
 from .plan import AssemblyPlan
@@ -297,6 +297,8 @@ class DeviceExecutor:
         self.chunks = plan.chunks  # the device's memory holds a plan's chunk of the linearisation's arrays
         self.workspace = self.x_only = None  # the forms' outputs are the backend's new arrays, at every iterate
         self._warm: set[str] = set()
+        self.streamed = not bk.on_default_stream(backend)  # the caller's own stream: each launch waited for
+        self.views = self._tables()
 
     def begin(self, u, want_jacobian: bool, timer: Timer) -> None:
         """Start a linearisation at the iterate ``u`` (copied to the device): new values (zeroed) and load."""
@@ -305,6 +307,14 @@ class DeviceExecutor:
         self.u = xp.asarray(np.ascontiguousarray(bk.to_host(u), dtype=np.float64))
         self.data = xp.zeros(pattern.nnz if want_jacobian else 0, dtype=np.float64)
         self.rhs = xp.zeros(pattern.n_rows, dtype=np.float64)
+        self.views = self._tables(self.u, self.data, self.rhs)  # a new cache: the last iterate's arrays go
+
+    def _tables(self, *more) -> ViewCache:
+        """Launch views of what every launch reads: the plan's tables, and ``more`` (an iterate's arrays)."""
+        return ViewCache(self.points, self.simplices, self.volumes, self.face_vertices, self.face_measure, self.lo,
+                         self.hi, self.degree, self.nbasis, self.dof_offsets, self.element_offsets,
+                         self.boundary_offsets, self.interface_offsets, self.adj_interface, *self.csr, *self.adj,
+                         self.face_local, *more)
 
     def dev(self, a):
         if bk.array_namespace(a) is not np:
@@ -324,7 +334,7 @@ class DeviceExecutor:
         self._launch(getattr(self.kernels, name), name, n, *args)
 
     def _launch(self, kernel, name: str, n: int, *args) -> None:
-        args = tuple(launch_view(a) for a in args)  # numba-cuda's own arrays: typed faster, no stream waited for
+        args = self.views(args)  # numba-cuda's own arrays: typed faster, no stream waited for
         if name not in self._warm:  # the first launch compiles: timed apart
             self.synchronize()  # the device work queued before stays in the caller's stage, not in jit
             t = time.perf_counter()
@@ -333,6 +343,8 @@ class DeviceExecutor:
             self.timer.compiled(t)
             self._warm.add(name)
         launch(kernel, n, *args)
+        if self.streamed:  # the array code that reads its output runs on another stream
+            self.synchronize()
 
     # -- points and the iterate there
 

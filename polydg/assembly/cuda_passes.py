@@ -85,6 +85,8 @@ class DeviceContext:
                                self.simplices, self.simplex_volume, self.face_vertices, self.face_measure)
         timer.add("values", t)
         self._warm: set[str] = set()
+        self.streamed = not bk.on_default_stream(backend)  # the caller's own stream: each launch waited for
+        self.rules: dict = {}  # the reference quadrature rules on the device, by (dimension, degree)
 
     def mesh_table(self, name: str) -> object:
         """The mesh's array ``name`` on the device (``element_offsets``, ``simplex_element``, ...), copied once
@@ -130,6 +132,8 @@ class DeviceContext:
         args = self.views(args)
         self._compile(kernel, name, args)
         launch(kernel, n, *args)
+        if self.streamed:  # the array code that reads its output runs on another stream
+            self.synchronize()
 
     def _compile(self, kernel, name: str, args: tuple) -> None:
         """numba-cuda compiles a kernel at its first launch: here, by one launch whose threads all return,
@@ -159,7 +163,7 @@ class DeviceContext:
         from .cuda_points import device_simplex_points
 
         return device_simplex_points(self.xp, self.launch_queued, self.mesh_points, cells, measures, n, degrees,
-                                     members=members, base=base)
+                                     members=members, base=base, rules=self.rules)
 
     def points(self, batch: PointBatch) -> Points:
         """The (device) batch's offsets, points and weights in the working precision, on the device.

@@ -39,9 +39,8 @@ def map_points(n_threads, n, n_q, base, members, first, points, cells, measures,
     point): point q = t % n_q of listed simplex i = t // n_q, which is ``members[i]`` (``base + i`` where
     ``members`` is empty), written at row ``first[i] + q``."""
     t = cuda.grid(1)
-    if t >= n_threads:  # (a compiling launch starts one thread and no work)
+    if t >= n_threads:  # the grid's last block's spare threads (and a compiling launch's one thread)
         return
-    stride = cuda.gridsize(1)
     while t < n:
         i = t // n_q
         q = t - i * n_q
@@ -53,20 +52,22 @@ def map_points(n_threads, n, n_q, base, members, first, points, cells, measures,
                 acc += lam[q, k] * points[cells[s, k], m]
             x[r, m] = acc
         weight[r] = measures[s] * w[q]
-        t += stride
+        t += n_threads
 
 
 def device_simplex_points(xp, run: Callable, points, cells, measures, n: int, degrees: int | np.ndarray,
-                          members=None, base: int = 0) -> PointBatch:
+                          members=None, base: int = 0, rules: dict | None = None) -> PointBatch:
     """The quadrature points of ``n`` simplices, made on the device by :func:`map_points`.
 
     ``points`` (m, d) float64, ``cells`` (n_all, k + 1) int64 and ``measures`` (n_all,) are ``xp``
     arrays of the whole mesh; the simplices are ``members`` (an ``xp`` int64 array of n) or else the
     range ``base:base + n``.  ``degrees``: the rule degree, one for all or one per simplex (a host
     array).  ``run(kernel, name, n_threads, *args)`` launches (the caller's: it times the first
-    launch's compilation apart).  Returns the batch with ``x``, ``weight`` and ``device_offsets`` on
-    the device and ``offsets`` on the host.
+    launch's compilation apart).  ``rules``: where the reference rules copied to the device are kept
+    (by dimension and degree) for the next batch.  Returns the batch with ``x``, ``weight`` and
+    ``device_offsets`` on the device and ``offsets`` on the host.
     """
+    rules = {} if rules is None else rules
     if np.ndim(degrees):
         degrees = np.asarray(degrees)
     k = int(cells.shape[1]) - 1
@@ -77,7 +78,9 @@ def device_simplex_points(xp, run: Callable, points, cells, measures, n: int, de
     offsets_dev = xp.asarray(offsets)
     members = xp.empty(0, dtype=np.int64) if members is None else members
     for q in qs:  # the distinct rule degrees
-        lam, w = simplex_rule(k, int(q))
+        if (k, int(q)) not in rules:
+            rules[k, int(q)] = tuple(xp.array(a, dtype=np.float64) for a in simplex_rule(k, int(q)))
+        lam, w = rules[k, int(q)]
         if len(qs) == 1:
             listed, first, count = members, offsets_dev[:-1], n
         else:
@@ -89,7 +92,6 @@ def device_simplex_points(xp, run: Callable, points, cells, measures, n: int, de
         if work == 0:
             continue
         threads = min(work, SIMULATOR_THREADS) if config.ENABLE_CUDASIM else work
-        run(map_points, "map_points", threads, work, len(w),
-            base if len(qs) == 1 else 0, listed, first, points, cells, measures,
-            xp.array(lam, dtype=np.float64), xp.array(w, dtype=np.float64), x, weight)
+        run(map_points, "map_points", threads, work, len(w), base if len(qs) == 1 else 0, listed, first, points,
+            cells, measures, lam, w, x, weight)
     return PointBatch(x, weight, offsets, device_offsets=offsets_dev)
