@@ -121,7 +121,7 @@ def test_the_plan_arguments_are_the_plans_arrays():
         assert getattr(args.pattern, field) is getattr(pattern, field), field
     assert args.pattern.adj_interface is plan.adj_interface
     assert args.basis.lo is plan.lo and args.basis.table is plan.table and args.basis.rec is plan.rec
-    assert args.basis.nbasis is space.element_dofs and args.basis.degree is space.degree
+    assert args.basis.nbasis is pattern.element_dofs and args.basis.degree is space.degree
     assert args.faces.normal is plan.normal and args.faces.sigma is plan.sigma
     assert args.faces.sigma.dtype == np.float32 and args.basis.lo.dtype == np.float32
     assert args.faces.face_local is ctx.face_local and (ctx.face_local == -1).all()  # reset after each chunk

@@ -162,7 +162,7 @@ def plan_arguments(plan, to_device: Callable[[Array], Array] | None = None, xp=n
             row_base=dev(pattern.row_base), row_width=dev(pattern.row_width), row_start=dev(pattern.row_start),
             adj_offsets=dev(pattern.adj_offsets), adj_col=dev(pattern.adj_col), adj_interface=dev(plan.adj_interface),
             block_start=dev(pattern.block_start), diag_entry=dev(pattern.diag_entry)),
-        basis=BasisTables(lo=dev(plan.lo), hi=dev(plan.hi), degree=dev(space.degree), nbasis=dev(space.element_dofs),
+        basis=BasisTables(lo=dev(plan.lo), hi=dev(plan.hi), degree=dev(space.degree), nbasis=dev(pattern.element_dofs),
                           table=dev(plan.table), rec=dev(plan.rec)),
         faces=FaceTables(normal=dev(plan.normal), sigma=dev(plan.sigma), face_elements=dev(mesh.face_elements),
                          interface_offsets=dev(mesh.interface_offsets), boundary_offsets=dev(plan.boundary_offsets),

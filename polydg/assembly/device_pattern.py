@@ -174,10 +174,11 @@ def device_sparsity_pattern(xp, mesh: PolytopicMesh, dof_offsets: np.ndarray, el
     n_el = mesh.n_elements
     dof_offsets = xp.asarray(np.asarray(dof_offsets, dtype=np.int64))
     element_dofs = dof_offsets[1:] - dof_offsets[:-1]
-    elements = xp.arange(n_el, dtype=np.int64) if elements is None else \
-        xp.asarray(np.asarray(elements, dtype=np.int64))
-    a = xp.asarray(np.ascontiguousarray(mesh.interface_elements[:, 0], dtype=np.int64))
-    b = xp.asarray(np.ascontiguousarray(mesh.interface_elements[:, 1], dtype=np.int64))
+    every = elements is None or (len(elements) == n_el and (n_el == 0 or int(elements[-1]) == n_el - 1))
+    # every element (an increasing array of n_el ids ending at n_el - 1 is 0..n_el - 1): made on the device
+    elements = xp.arange(n_el, dtype=np.int64) if every else xp.asarray(np.asarray(elements, dtype=np.int64))
+    pairs = xp.asarray(np.asarray(mesh.interface_elements, dtype=np.int64))  # one copy; the columns split there
+    a, b = xp.ascontiguousarray(pairs[:, 0]), xp.ascontiguousarray(pairs[:, 1])
     adj_offsets, adj_col, block_start, row_width, diag_entry, interface_entry = adjacency_on(
         xp, n_el, a, b, element_dofs)
     column_first, n_cols = dof_offsets, int(dof_offsets[-1])
