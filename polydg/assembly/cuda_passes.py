@@ -272,7 +272,7 @@ def boundary_face_pass(ctx: DeviceContext, passes, mode: int, key: str) -> None:
         if len(faces) == 0:
             continue
         t = time.perf_counter()
-        faces_dev = ctx.dev(faces)
+        faces_dev = ctx.xp.arange(f0, f1, dtype=np.int64) if contributing is None else ctx.dev(faces)
         ctx.face_local[faces_dev] = ctx.xp.arange(len(faces), dtype=np.int64)
         timer.add("indices", t)
         batch, points = ctx.face_points(faces, faces_dev)

@@ -89,6 +89,8 @@ def interface_faces_on(xp, pattern: SparsityPattern, adj_interface, first_elemen
     each interface's first face (both ``xp`` arrays).  The interfaces (c, e) with c below the chunk are read
     from the adjacency of the chunk's rows; their ids all lie below that range.
     """
+    if e_lo == 0 and e_hi == len(pattern.adj_offsets) - 1:  # every element: every interface's faces, in order
+        return xp.arange(int(interface_offsets[-1]), dtype=np.int64)
     i_lo, i_hi = np.searchsorted(first_elements, [e_lo, e_hi])
     k_lo, k_hi = int(pattern.adj_offsets[e_lo]), int(pattern.adj_offsets[e_hi])
     column, interface = pattern.adj_col[k_lo:k_hi], adj_interface[k_lo:k_hi]
