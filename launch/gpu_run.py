@@ -1086,8 +1086,15 @@ def stage_bench(stage: Stage) -> None:
                     r.get(f"gpu-{r.get('default')}", {}).get("total_assembly"),
                     "gpu_rows_total": r.get("gpu-2", {}).get("total_assembly"), "gpu_atomic_total":
                     r.get("gpu-atomic", {}).get("total_assembly"), "gpu_ordered_total":
-                    r.get("gpu-ordered", {}).get("total_assembly"), "to_host": g["to_host"],
+                    r.get("gpu-ordered", {}).get("total_assembly"), "gpu_blocks_total":
+                    r.get("gpu-blocks", {}).get("total_assembly"), "to_host": g["to_host"],
                     "kernels": g["total_kernels"]}
+            # the deterministic reductions timed here, fastest first: whether "auto" chose the fastest of them
+            timed = sorted((r[f"gpu-{a}"]["total_assembly"], a) for a in ("2", "ordered", "blocks")
+                           if "total_assembly" in r.get(f"gpu-{a}", {}))
+            if len(timed) > 1:
+                line["fastest_deterministic"] = BENCH_NAMES[timed[0][1]]
+                line["default_is_fastest"] = timed[0][1] == r.get("default")
             for key in ("paper", "target"):
                 if r.get(key) is not None:
                     line[key] = r[key]

@@ -58,6 +58,9 @@ def test_the_simulator_run_writes_every_stage(tmp_path):
     assert stages["kernels"]["details"]["variants"]["2d p1"]["kernels"]["volume_rows"] == "not compiled (simulator)"
     row, nonlinear = stages["bench"]["summary"]["rows"].values()  # Table 5's shape, a Newton linearisation
     assert row["dofs"] > 0 and row["gpu_rows_total"] > 0 and row["gpu_atomic_total"] > 0 and row["cpu_2_threads"] > 0
+    # the deterministic reductions compared: the fastest named, and whether "auto" chose it
+    fastest = min((row[f"gpu_{name}_total"], name) for name in ("rows", "ordered", "blocks"))[1]
+    assert row["fastest_deterministic"] == fastest and row["default_is_fastest"] == (fastest == "rows")
     assert nonlinear["dofs"] > 0 and nonlinear["gpu_linearisation"] > 0 and nonlinear["cpu_2_threads"] > 0
     assert nonlinear["checks_failed"] == []
     assert (out / "run.log").exists() and (out / "tests-junit.xml").exists()
