@@ -43,6 +43,7 @@ the right one, as on the CPU.
 
 from __future__ import annotations
 
+import time
 import types
 from contextlib import contextmanager
 from functools import lru_cache
@@ -330,6 +331,21 @@ def warm(kernel, *args) -> None:
     """Compile ``kernel`` for ``args`` (those after its thread count) by one launch whose thread returns."""
     with _small_grids_expected():
         kernel[1, 1](0, *args)
+
+
+def compile_once(kernel, name: str, args: tuple, compiled: set, timer, synchronize) -> None:
+    """Compile ``kernel`` for ``args`` unless ``name`` is in ``compiled`` (the caller's set, which it joins):
+    numba-cuda compiles at a first launch, so here by one launch whose threads all return (:func:`warm`),
+    timed as ``jit`` and kept out of the stage around it (``timer.compiled``).  The device work queued
+    before is waited for first, so that ``jit`` holds only the compilation."""
+    if name in compiled:
+        return
+    synchronize()
+    t = time.perf_counter()
+    warm(kernel, *args)
+    synchronize()
+    timer.compiled(t)
+    compiled.add(name)
 
 
 @lru_cache(maxsize=None)

@@ -11,7 +11,6 @@ only (a Newton iteration in single precision stalls at its round-off).  This mod
 
 from __future__ import annotations
 
-import time
 from functools import lru_cache
 from types import SimpleNamespace
 
@@ -22,7 +21,7 @@ from .. import backend as bk
 from ..backend import contiguous, numpy_aliases_for_numba_cuda
 from ..basis import basis_indices, element_box_tables, eval_basis_point_scaled, legendre_recurrence
 from . import linearization as forms
-from .cuda_kernels import ViewCache, for_device, launch, warm
+from .cuda_kernels import ViewCache, compile_once, for_device, launch
 from .linearization import PointForms
 from .linearized_passes import HostExecutor
 from .plan import AssemblyPlan
@@ -335,13 +334,7 @@ class DeviceExecutor:
 
     def _launch(self, kernel, name: str, n: int, *args) -> None:
         args = self.views(args)  # numba-cuda's own arrays: typed faster, no stream waited for
-        if name not in self._warm:  # the first launch compiles: timed apart
-            self.synchronize()  # the device work queued before stays in the caller's stage, not in jit
-            t = time.perf_counter()
-            warm(kernel, *args)
-            self.synchronize()
-            self.timer.compiled(t)
-            self._warm.add(name)
+        compile_once(kernel, name, args, self._warm, self.timer, self.synchronize)  # timed apart, as jit
         launch(kernel, n, *args)
         if self.streamed:  # the array code that reads its output runs on another stream
             self.synchronize()

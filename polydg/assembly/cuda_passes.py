@@ -115,11 +115,11 @@ class DeviceContext:
 
         ``key``'s row holds the launch and the device work still queued before it (the stages do not wait).
         """
-        from .cuda_kernels import launch
+        from .cuda_kernels import compile_once, launch
 
         args = self.views(args)
         t = time.perf_counter()
-        self._compile(kernel, name, args)
+        compile_once(kernel, name, args, self._warm, self.timer, self.synchronize)  # timed apart, as jit
         launch(kernel, n, *args, block=block)
         self.synchronize()
         self.timer.add(key, t)
@@ -127,28 +127,13 @@ class DeviceContext:
     def launch_queued(self, kernel, name: str, n: int, *args) -> None:
         """Launch ``kernel`` on ``n`` threads and go on (the device runs it while the host prepares what
         follows; the caller's stage holds the launch); its first launch compiles (timed as ``jit``)."""
-        from .cuda_kernels import launch
+        from .cuda_kernels import compile_once, launch
 
         args = self.views(args)
-        self._compile(kernel, name, args)
+        compile_once(kernel, name, args, self._warm, self.timer, self.synchronize)
         launch(kernel, n, *args)
         if self.streamed:  # the array code that reads its output runs on another stream
             self.synchronize()
-
-    def _compile(self, kernel, name: str, args: tuple) -> None:
-        """numba-cuda compiles a kernel at its first launch: here, by one launch whose threads all return,
-        timed as ``jit`` and kept out of the stage that holds it (:meth:`Timer.compiled`).  The device work
-        queued before is waited for first, so that ``jit`` holds only the compilation."""
-        from .cuda_kernels import warm
-
-        if name in self._warm:
-            return
-        self.synchronize()
-        t = time.perf_counter()
-        warm(kernel, *args)
-        self.synchronize()
-        self.timer.compiled(t)
-        self._warm.add(name)
 
     def synchronize(self) -> None:
         if self.backend == "cupy":
