@@ -42,5 +42,40 @@ def pytest_configure(config):
     set_default_options(backend=TEST_BACKEND, to_host=True)
 
 
+def pytest_sessionstart(session):
+    """The whole suite under xdist, before the workers start: compile the suite's shared kernels once, two
+    sets at once (tests/kernel_warmup.py), so that the workers load them instead of compiling them side by
+    side. Skipped once done for these sources, for a selection of tests, for another backend, or with
+    POLYDG_TEST_WARMUP=0."""
+    config = session.config
+    whole_suite = getattr(config, "args_source", None) == pytest.Config.ArgsSource.TESTPATHS
+    if (hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("dsession") or not whole_suite
+            or TEST_BACKEND != "numpy" or os.environ.get("POLYDG_TEST_WARMUP", "1") == "0"):
+        return
+    import hashlib
+
+    from polydg.jit import use_cache_directory
+
+    from .kernel_warmup import SETS, warm_in_parallel
+
+    cache = use_cache_directory()  # also sets NUMBA_CACHE_DIR, which the warm-up and the workers inherit
+    warmup = Path(__file__).with_name("kernel_warmup.py")
+    stamp = cache / f"tests-warm-{hashlib.sha256(warmup.read_bytes()).hexdigest()[:12]}"
+    if stamp.exists():
+        return
+    outcome = warm_in_parallel(tuple(SETS))
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("kernels compiled before the workers start: "
+                            + ", ".join(f"{name} {value}{' s' if isinstance(value, float) else ''}"
+                                        for name, value in outcome.items()))
+    if all(isinstance(value, float) for value in outcome.values()):
+        try:
+            stamp.parent.mkdir(parents=True, exist_ok=True)
+            stamp.touch()
+        except OSError:
+            pass
+
+
 def pytest_report_header(config):
     return f"polydg test backend: {TEST_BACKEND} (POLYDG_TEST_BACKEND)"

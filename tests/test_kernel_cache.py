@@ -209,3 +209,13 @@ def test_the_python_api_warns_once_that_it_compiles_and_the_command_line_does_no
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a warning turned into an error does not break the compilation
         assert _probe("warn4")(1) == 3
+
+
+def test_the_suites_warm_up_reports_a_set_that_fails_and_does_not_stop():
+    # conftest.py compiles the suite's kernels before xdist's workers start; a set that fails is reported
+    # (its last line of stderr) and the suite goes on to compile what it needs itself
+    from .kernel_warmup import warm_in_parallel
+
+    outcome = warm_in_parallel(("no-such-set",), timeout=60)
+    assert list(outcome) == ["no-such-set"]
+    assert outcome["no-such-set"].startswith("exit 1: KeyError: 'no-such-set'"), outcome

@@ -1,0 +1,127 @@
+"""The suite's compiled kernels, compiled once before xdist's workers start (``conftest.py``).
+
+On a cold cache the workers would each compile the kernels their first tests
+need, often the same ones side by side (the 2D kernels twice at the start),
+and one worker would compile most of the rest while the other ran tests. Two
+processes here compile disjoint halves at once, each by tiny assemblies through
+the same code paths as the tests (so the same signatures), into the cache the
+workers then load from. Kernels that only one test uses (the tests' own
+``njit`` functions) are left to that test.
+
+``python -m tests.kernel_warmup NAME...`` compiles the named sets (:data:`SETS`);
+a failure here only costs the time: the tests compile whatever is missing.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _space(spec: str, n_elements: int, degrees: tuple[int, int], seed: int = 0):
+    from polydg.mesh import from_spec
+    from polydg.partition import agglomerate
+    from polydg.space import DGSpace
+
+    mesh = agglomerate(from_spec(spec), n_elements)
+    degree = np.random.default_rng(seed).integers(degrees[0], degrees[1] + 1, mesh.n_elements)
+    return DGSpace(mesh, degree)
+
+
+def _steady(d: int, precision: str, approaches: tuple[str, ...]) -> None:
+    """Every face kind through the named approaches: the row kernels ("2"), the entity kernels ("atomic"),
+    the triplets ("1")."""
+    from polydg.assembly import assemble
+
+    from .gpu_simulator_cases import all_kinds_problem
+
+    space = _space("square:4" if d == 2 else "cube:2", 4, (1, 2))
+    for approach in approaches:
+        assemble(space, all_kinds_problem(d), approach=approach, precision=precision)
+
+
+def _nonlinear_and_data() -> None:
+    """The linearised kernels and the sided executor (coefficients per element)."""
+    from polydg.assembly import assemble
+    from polydg.nonlinear import NonlinearSystem
+    from polydg.problem import Problem, builtin_problem
+    from polydg.problem.data import ElementData
+
+    space = _space("square:4", 4, (1, 2))
+    u = np.random.default_rng(1).standard_normal(space.n_dofs)
+    NonlinearSystem(space, builtin_problem("paper-2d", 2)).linearize(u)
+    plap = Problem("plap", diffusion=lambda x, u, grad_u: np.sqrt(1 + (grad_u**2).sum(1)) + 0.1 * u**2,
+                   reaction=lambda x, u: 3 * u**2, source=1.0, dirichlet=lambda x: x[:, 1])
+    NonlinearSystem(space, plap).linearize(u)
+    assemble(space, Problem("layers", diffusion=ElementData(1.0 + np.arange(space.mesh.n_elements)), source=1.0,
+                            dim=2))
+
+
+def _space_time_3d1() -> None:
+    """A 3D + 1 slab: the kernels of dimension four."""
+    from polydg.mesh import from_spec
+    from polydg.partition import agglomerate
+    from polydg.problem import builtin_problem
+    from polydg.spacetime import march
+
+    march(agglomerate(from_spec("cube:2"), 4), builtin_problem("paper-3d1"), 1, n_slabs=1, final_time=0.2)
+
+
+#: the two halves, of about the same compile time on a cold cache
+SETS: dict[str, Callable[[], None]] = {
+    "2d": lambda: (_steady(2, "double", ("2", "atomic", "1")), _steady(2, "single", ("2",)), _space_time_3d1(),
+                   _steady(3, "single", ("2",))),
+    "3d": lambda: (_steady(3, "double", ("2", "atomic")), _nonlinear_and_data(), _steady(2, "single", ("atomic",)),
+                   _steady(3, "single", ("atomic",))),
+}
+
+
+def warm_in_parallel(names: tuple[str, ...] = tuple(SETS), timeout: float = 600.0) -> dict[str, float | str]:
+    """Compile the named sets, each in its own process, at once; returns seconds (or the failure) per set."""
+    started = time.perf_counter()
+    errs = {name: tempfile.TemporaryFile("w+") for name in names}  # not pipes: nothing can block on a full one
+    procs = {name: subprocess.Popen([sys.executable, "-m", "tests.kernel_warmup", name], cwd=REPO,
+                                    stdout=subprocess.DEVNULL, stderr=errs[name], text=True)
+             for name in names}
+    outcome: dict[str, float | str] = {}
+    while len(outcome) < len(procs):
+        for name, proc in procs.items():
+            if name in outcome or proc.poll() is None:
+                continue
+            errs[name].seek(0)
+            lines = errs[name].read().strip().splitlines()
+            outcome[name] = (round(time.perf_counter() - started, 1) if proc.returncode == 0
+                             else f"exit {proc.returncode}: {lines[-1] if lines else ''}")
+        if time.perf_counter() - started > timeout:
+            for name, proc in procs.items():
+                if name not in outcome:
+                    proc.kill()
+                    proc.wait()
+                    outcome[name] = "timed out"
+        time.sleep(0.1)
+    for err in errs.values():
+        err.close()
+    return outcome
+
+
+def main(names: list[str]) -> int:
+    import warnings
+
+    from polydg.errors import CompilationWarning
+
+    warnings.filterwarnings("ignore", category=CompilationWarning)
+    for name in names:
+        SETS[name]()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
