@@ -10,7 +10,10 @@ compiles afresh, into a new directory, and nothing stale can be loaded.
 
 The directory is ``<base>/polydg-<hash>``, ``<base>`` being
 ``$NUMBA_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/polydg`` (by default
-``~/.cache/polydg``).  Old directories can be deleted at any time.
+``~/.cache/polydg``).  Each import marks its directory as used; when a
+version compiles into a new one, the directories no version has used for
+:data:`UNUSED_DAYS` days are removed (:func:`prune_unused`).  Any of them
+can also be deleted by hand at any time.
 
 How long compiling took, and saying so: a listener of Numba's compile
 events sums the seconds of every compilation of a polydg function (not the
@@ -79,6 +82,7 @@ def use_cache_directory(environ: MutableMapping[str, str] = os.environ) -> Path:
     """
     global CACHE_NOTE
     directory = cache_base(environ) / f"{_PREFIX}{source_hash()}"
+    new = not directory.exists()
     if not _writable(directory):
         import tempfile
 
@@ -88,12 +92,54 @@ def use_cache_directory(environ: MutableMapping[str, str] = os.environ) -> Path:
                       "instead (set NUMBA_CACHE_DIR to a writable folder)")
         directory = fallback
         _warn_at_first_compilation()
+    else:
+        _mark_used(directory)
+        if new:  # a version's first use: the directories of versions unused for long go
+            prune_unused(directory.parent, keep=directory)
     environ["NUMBA_CACHE_DIR"] = str(directory)
     if environ is os.environ:
         import numba
 
         numba.config.CACHE_DIR = str(directory)
     return directory
+
+
+#: a version's cache directory unused for this long is removed when another version is first used
+UNUSED_DAYS = 30
+
+
+def _mark_used(directory: Path) -> None:
+    """Set the directory's modification time to now: the time of its last use, which :func:`prune_unused` reads."""
+    try:
+        os.utime(directory)
+    except OSError:
+        pass
+
+
+def prune_unused(base: Path, keep: Path, days: float = UNUSED_DAYS) -> list[Path]:
+    """Remove the cache directories under ``base`` (``polydg-`` and 16 hex digits: other polydg versions'
+    kernels) that no polydg has used for ``days`` (each import marks its own); returns those removed.
+
+    Another version still in use marks its directory when imported, so only abandoned ones go; a
+    directory that cannot be removed is left."""
+    import re
+    import shutil
+
+    removed = []
+    cutoff = time.time() - days * 86400.0
+    try:
+        candidates = [p for p in base.iterdir() if p != keep and re.fullmatch(rf"{_PREFIX}[0-9a-f]{{16}}", p.name)]
+    except OSError:
+        return removed
+    for path in candidates:
+        try:
+            if path.is_dir() and not path.is_symlink() and path.stat().st_mtime < cutoff:
+                shutil.rmtree(path, ignore_errors=True)
+                if not path.exists():
+                    removed.append(path)
+        except OSError:
+            continue
+    return removed
 
 
 #: why the cache is not where it was asked to be (None: it is)

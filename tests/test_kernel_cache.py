@@ -87,6 +87,29 @@ def test_the_cache_base_follows_the_environment(tmp_path):
     assert env["NUMBA_CACHE_DIR"] == str(chosen) and chosen.parent == tmp_path
 
 
+def test_a_versions_first_use_removes_the_cache_directories_unused_for_long(tmp_path):
+    import time
+
+    day = 86400.0
+    ages = {"polydg-00000000000000a1": 40, "polydg-00000000000000a2": 2, "polydg-notahash": 400, "other": 400}
+    for name, age in ages.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "kernel.nbi").write_bytes(b"x")
+        os.utime(tmp_path / name, (time.time() - age * day,) * 2)
+    env = {"NUMBA_CACHE_DIR": str(tmp_path)}
+    chosen = jit.use_cache_directory(env)  # a new directory: this version's first use
+    # only polydg's own directories unused for UNUSED_DAYS go; other names are never touched
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([chosen.name, "polydg-00000000000000a2",
+                                                                 "polydg-notahash", "other"])
+    assert jit.UNUSED_DAYS == 30
+    # an existing directory is marked as used at each import, and its use prunes nothing
+    os.utime(chosen, (time.time() - 100 * day,) * 2)
+    os.utime(tmp_path / "polydg-00000000000000a2", (time.time() - 100 * day,) * 2)
+    assert jit.use_cache_directory(env) == chosen and time.time() - chosen.stat().st_mtime < day
+    assert (tmp_path / "polydg-00000000000000a2").exists()
+    assert jit.prune_unused(tmp_path, keep=chosen) == [tmp_path / "polydg-00000000000000a2"]
+
+
 def test_compilation_is_announced_and_cache_loads_are_not():
     from numba import njit
 
