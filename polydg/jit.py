@@ -120,23 +120,30 @@ def prune_unused(base: Path, keep: Path, days: float = UNUSED_DAYS) -> list[Path
     """Remove the cache directories under ``base`` (``polydg-`` and 16 hex digits: other polydg versions'
     kernels) that no polydg has used for ``days`` (each import marks its own); returns those removed.
 
-    Another version still in use marks its directory when imported, so only abandoned ones go; a
-    directory that cannot be removed is left."""
+    Another version still in use marks its directory when imported, so only abandoned ones go.  Each is
+    renamed before it is removed, so that processes pruning at once (MPI ranks) remove it once; a removal
+    cut short leaves the renamed directory, which the next pruning removes.  What cannot be removed is left.
+    """
     import re
     import shutil
 
     removed = []
     cutoff = time.time() - days * 86400.0
+    name = re.compile(rf"{_PREFIX}[0-9a-f]{{16}}(\.removing-\d+)?")
     try:
-        candidates = [p for p in base.iterdir() if p != keep and re.fullmatch(rf"{_PREFIX}[0-9a-f]{{16}}", p.name)]
+        candidates = [p for p in base.iterdir() if p != keep and name.fullmatch(p.name)]
     except OSError:
         return removed
     for path in candidates:
         try:
-            if path.is_dir() and not path.is_symlink() and path.stat().st_mtime < cutoff:
-                shutil.rmtree(path, ignore_errors=True)
-                if not path.exists():
-                    removed.append(path)
+            if path.is_symlink() or not path.is_dir() or path.stat().st_mtime >= cutoff:
+                continue
+            doomed = path if ".removing-" in path.name else path.with_name(f"{path.name}.removing-{os.getpid()}")
+            if doomed != path:
+                path.rename(doomed)  # fails for all but one of the processes pruning at once
+            shutil.rmtree(doomed, ignore_errors=True)
+            if not doomed.exists():
+                removed.append(path)
         except OSError:
             continue
     return removed

@@ -42,28 +42,42 @@ def pytest_configure(config):
     set_default_options(backend=TEST_BACKEND, to_host=True)
 
 
+def _whole_suite_under_xdist(config) -> bool:
+    """Whether this is xdist's controller running every test (no files, -k, -m, --lf, --sw or -x given), in
+    two or more workers."""
+    sources = getattr(pytest.Config, "ArgsSource", None)  # pytest 7.2 and later
+    option = config.option
+    return (not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("dsession")
+            and sources is not None and getattr(config, "args_source", None) == sources.TESTPATHS
+            and (getattr(option, "numprocesses", 0) or 0) >= 2
+            and not any(getattr(option, name, None) for name in ("keyword", "markexpr", "lf", "failedfirst",
+                                                                 "stepwise", "exitfirst")))
+
+
 def pytest_sessionstart(session):
     """The whole suite under xdist, before the workers start: compile the suite's shared kernels once, two
     sets at once (tests/kernel_warmup.py), so that the workers load them instead of compiling them side by
     side. Skipped once done for these sources, for a selection of tests, for another backend, or with
-    POLYDG_TEST_WARMUP=0."""
+    POLYDG_TEST_WARMUP=0. The outcome goes to the workers in POLYDG_TEST_WARMUP_OUTCOME (a test reads it)."""
     config = session.config
-    whole_suite = getattr(config, "args_source", None) == pytest.Config.ArgsSource.TESTPATHS
-    if (hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("dsession") or not whole_suite
-            or TEST_BACKEND != "numpy" or os.environ.get("POLYDG_TEST_WARMUP", "1") == "0"):
+    if (not _whole_suite_under_xdist(config) or TEST_BACKEND != "numpy"
+            or os.environ.get("POLYDG_TEST_WARMUP", "1") == "0"):
         return
     import hashlib
+    import json
 
     from polydg.jit import use_cache_directory
 
-    from .kernel_warmup import SETS, warm_in_parallel
+    from .kernel_warmup import SETS, SOURCES, warm_in_parallel
 
     cache = use_cache_directory()  # also sets NUMBA_CACHE_DIR, which the warm-up and the workers inherit
-    warmup = Path(__file__).with_name("kernel_warmup.py")
-    stamp = cache / f"tests-warm-{hashlib.sha256(warmup.read_bytes()).hexdigest()[:12]}"
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in SOURCES)).hexdigest()[:12]
+    stamp = cache / f"tests-warm-{digest}"
     if stamp.exists():
+        os.environ["POLYDG_TEST_WARMUP_OUTCOME"] = json.dumps("done before")
         return
     outcome = warm_in_parallel(tuple(SETS))
+    os.environ["POLYDG_TEST_WARMUP_OUTCOME"] = json.dumps(outcome)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line("kernels compiled before the workers start: "

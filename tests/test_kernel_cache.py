@@ -7,12 +7,15 @@ These tests edit a copy of the package, never the package itself.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 import polydg
 from polydg import jit
@@ -107,7 +110,18 @@ def test_a_versions_first_use_removes_the_cache_directories_unused_for_long(tmp_
     os.utime(tmp_path / "polydg-00000000000000a2", (time.time() - 100 * day,) * 2)
     assert jit.use_cache_directory(env) == chosen and time.time() - chosen.stat().st_mtime < day
     assert (tmp_path / "polydg-00000000000000a2").exists()
-    assert jit.prune_unused(tmp_path, keep=chosen) == [tmp_path / "polydg-00000000000000a2"]
+    # the directory kept is never removed, however old; a link is never followed; a removal cut short goes next
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "polydg-00000000000000a3").symlink_to(elsewhere)
+    cut_short = tmp_path / "polydg-00000000000000a4.removing-12"
+    cut_short.mkdir()
+    for path in (chosen, elsewhere, cut_short):
+        os.utime(path, (time.time() - 100 * day,) * 2)
+    removed = jit.prune_unused(tmp_path, keep=chosen)
+    assert sorted(removed) == [tmp_path / "polydg-00000000000000a2", cut_short]
+    assert chosen.is_dir() and elsewhere.is_dir() and (tmp_path / "polydg-00000000000000a3").is_symlink()
+    assert not any(".removing-" in p.name for p in tmp_path.iterdir())
 
 
 def test_compilation_is_announced_and_cache_loads_are_not():
@@ -232,6 +246,40 @@ def test_the_python_api_warns_once_that_it_compiles_and_the_command_line_does_no
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a warning turned into an error does not break the compilation
         assert _probe("warn4")(1) == 3
+
+
+def test_the_suites_warm_up_compiled_every_set():
+    # conftest.py's warm-up, in xdist's controller, hands its outcome to the workers: a set that stopped working
+    # (an API renamed under it) fails here rather than only costing time
+    given = os.environ.get("POLYDG_TEST_WARMUP_OUTCOME")
+    if given is None:
+        pytest.skip("no warm-up in this session (only the whole suite under xdist has one)")
+    outcome = json.loads(given)
+    assert outcome == "done before" or all(isinstance(value, float) for value in outcome.values()), outcome
+
+
+def test_the_warm_up_runs_for_the_whole_suite_under_xdist_only():
+    from types import SimpleNamespace
+
+    from .conftest import _whole_suite_under_xdist
+
+    sources = pytest.Config.ArgsSource
+
+    def config(args_source=sources.TESTPATHS, xdist=True, worker=False, **changed):
+        option = dict(numprocesses=2, keyword="", markexpr="", lf=False, failedfirst=False, stepwise=False,
+                      exitfirst=False)
+        option.update(changed)
+        made = SimpleNamespace(option=SimpleNamespace(**option), args_source=args_source,
+                               pluginmanager=SimpleNamespace(hasplugin=lambda name: xdist and name == "dsession"))
+        if worker:
+            made.workerinput = {}
+        return made
+
+    assert _whole_suite_under_xdist(config()) and _whole_suite_under_xdist(config(numprocesses=4))
+    for other in (config(args_source=sources.ARGS), config(xdist=False), config(worker=True), config(numprocesses=1),
+                  config(keyword="mesh"), config(markexpr="slow"), config(lf=True), config(failedfirst=True),
+                  config(stepwise=True), config(exitfirst=True)):
+        assert not _whole_suite_under_xdist(other)
 
 
 def test_the_suites_warm_up_reports_a_set_that_fails_and_does_not_stop():
