@@ -85,8 +85,7 @@ def pytest_sessionstart(session):
                                         for name, value in outcome.items()))
     if all(isinstance(value, float) for value in outcome.values()):
         try:
-            stamp.parent.mkdir(parents=True, exist_ok=True)
-            stamp.touch()
+            stamp.touch()  # in the cache directory, which use_cache_directory made
         except OSError:
             pass
 

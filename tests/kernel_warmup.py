@@ -28,12 +28,17 @@ REPO = Path(__file__).resolve().parents[1]
 SOURCES = (Path(__file__).resolve(), Path(__file__).resolve().with_name("gpu_simulator_cases.py"))
 
 
-def _space(spec: str, n_elements: int, degrees: tuple[int, int], seed: int = 0):
+def _mesh(spec: str, n_elements: int):
     from polydg.mesh import from_spec
     from polydg.partition import agglomerate
+
+    return agglomerate(from_spec(spec), n_elements)
+
+
+def _space(spec: str, n_elements: int, degrees: tuple[int, int], seed: int = 0):
     from polydg.space import DGSpace
 
-    mesh = agglomerate(from_spec(spec), n_elements)
+    mesh = _mesh(spec, n_elements)
     degree = np.random.default_rng(seed).integers(degrees[0], degrees[1] + 1, mesh.n_elements)
     return DGSpace(mesh, degree)
 
@@ -76,12 +81,10 @@ def _data_per_element() -> None:
 
 def _space_time_3d1() -> None:
     """A 3D + 1 slab: the kernels of dimension four."""
-    from polydg.mesh import from_spec
-    from polydg.partition import agglomerate
     from polydg.problem import builtin_problem
     from polydg.spacetime import march
 
-    march(agglomerate(from_spec("cube:2"), 4), builtin_problem("paper-3d1"), 1, n_slabs=1, final_time=0.2)
+    march(_mesh("cube:2", 4), builtin_problem("paper-3d1"), 1, n_slabs=1, final_time=0.2)
 
 
 #: two halves, by precision (the kernels that take every dimension, such as the boundary's, are specialised by
