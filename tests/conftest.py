@@ -63,16 +63,14 @@ def pytest_sessionstart(session):
     if (not _whole_suite_under_xdist(config) or TEST_BACKEND != "numpy"
             or os.environ.get("POLYDG_TEST_WARMUP", "1") == "0"):
         return
-    import hashlib
     import json
 
     from polydg.jit import use_cache_directory
 
-    from .kernel_warmup import SETS, SOURCES, warm_in_parallel
+    from .kernel_warmup import SETS, stamp_name, warm_in_parallel
 
     cache = use_cache_directory()  # also sets NUMBA_CACHE_DIR, which the warm-up and the workers inherit
-    digest = hashlib.sha256(b"".join(path.read_bytes() for path in SOURCES)).hexdigest()[:12]
-    stamp = cache / f"tests-warm-{digest}"
+    stamp = cache / stamp_name()
     if stamp.exists():
         os.environ["POLYDG_TEST_WARMUP_OUTCOME"] = json.dumps("done before")
         return

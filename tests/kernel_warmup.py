@@ -14,6 +14,7 @@ a failure here only costs the time: the tests compile whatever is missing.
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,19 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 #: the files whose edits change what the warm-up compiles (beside polydg's sources, which key the cache itself)
 SOURCES = (Path(__file__).resolve(), Path(__file__).resolve().with_name("gpu_simulator_cases.py"))
+
+
+def stamp_name(package_dir: Path | None = None, sources: tuple[Path, ...] = SOURCES) -> str:
+    """The file in the cache directory that says the warm-up ran: named by the warm-up's sources and by where
+    they and polydg lie, since Numba keys its cache by a source file's path as well as its contents (a clone of
+    the same commit elsewhere, CI's, has its kernels still to compile)."""
+    if package_dir is None:
+        import polydg
+
+        package_dir = Path(polydg.__file__).parent
+    located = "\n".join(str(Path(path).resolve()) for path in (package_dir, *sources))
+    digest = hashlib.sha256(located.encode() + b"".join(Path(path).read_bytes() for path in sources))
+    return f"tests-warm-{digest.hexdigest()[:12]}"
 
 
 def _mesh(spec: str, n_elements: int):

@@ -290,3 +290,21 @@ def test_the_suites_warm_up_reports_a_set_that_fails_and_does_not_stop():
     outcome = warm_in_parallel(("no-such-set",), timeout=60)
     assert list(outcome) == ["no-such-set"]
     assert outcome["no-such-set"].startswith("exit 1: KeyError: 'no-such-set'"), outcome
+
+
+def test_the_warm_ups_stamp_names_where_the_sources_lie(tmp_path):
+    # Numba keys its cache by a source file's path: a clone of the same commit elsewhere (CI's) must warm up
+    # again, so the stamp changes with polydg's folder and with the warm-up's own files' folder and contents
+    from .kernel_warmup import SOURCES, stamp_name
+
+    here = Path(SOURCES[0]).parents[1] / "polydg"
+    assert stamp_name(here) == stamp_name(here) and stamp_name(here).startswith("tests-warm-")
+    copies = []
+    for source in SOURCES:
+        copies.append(tmp_path / source.name)
+        copies[-1].write_bytes(source.read_bytes())
+    assert stamp_name(tmp_path / "polydg") != stamp_name(here)
+    copied = stamp_name(here, tuple(copies))
+    assert copied != stamp_name(here)
+    copies[0].write_bytes(copies[0].read_bytes() + b"\n")
+    assert stamp_name(here, tuple(copies)) != copied
