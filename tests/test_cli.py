@@ -95,12 +95,22 @@ def test_options(options, tmp_path):
             *options)
     assert r.returncode == 0, r.stderr
     s = json.loads(path.read_text())
-    if "--approach" in options:
-        assert s["approach"] == options[1]
-    if "--precision" in options:
+    # each option reached the assembly's options (the library's own tests show each option changes the matrix)
+    flag, value = options
+    field = {"--penalty": "penalty", "--penalty-kind": "penalty_kind", "--quadrature-extra": "quadrature_extra",
+             "--memory-budget": "memory_budget_mb", "--approach": "approach", "--precision": "precision",
+             "--backend": "backend"}.get(flag)
+    if field is not None:
+        expected = "numpy" if flag == "--backend" else type(s["assembly_options"][field])(value)  # auto: no GPU
+        assert s["assembly_options"][field] == expected, s["assembly_options"]
+    if flag == "--approach":
+        assert s["approach"] == value
+    if flag == "--precision":
         assert s["precision"] == "single"
-    if "--repeat" in options:
+    if flag == "--repeat":
         assert s["repeat"] == 2
+    if flag == "--problem":
+        assert s["problem"] == value
     assert s["errors"]["l2"] < 0.5
 
 

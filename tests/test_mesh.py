@@ -208,9 +208,11 @@ def test_perturbation_is_seeded_and_keeps_boundary():
     b = from_spec("square:6:perturb=0.3:seed=1")
     c = from_spec("square:6:perturb=0.3:seed=2")
     assert np.array_equal(a.points, b.points) and not np.array_equal(a.points, c.points)
-    on_boundary = ((a.points == 0) | (a.points == 1)).any(axis=1)
     plain = from_spec("square:6")
+    on_boundary = ((plain.points == 0) | (plain.points == 1)).any(axis=1)
+    assert on_boundary.sum() == 24  # the boundary vertices of the 6 x 6 grid stay put, the others move
     assert np.array_equal(a.points[on_boundary], plain.points[on_boundary])
+    assert (a.points[~on_boundary] != plain.points[~on_boundary]).any(axis=1).all()
 
 
 @pytest.mark.parametrize("spec,n", [("cube:12", 800), ("square:64", 500)])

@@ -172,8 +172,31 @@ def test_every_option_reaches_a_one_process_assembly(one_process, key):
     space, problem = cases.steady_case()
     default = assemble(space, problem)
     assert default.info["chunks"] == 1 and default.matrix.dtype == np.float64
-    # the penalty's constant and kind: the face penalties differ from the default's by more than 7 / 10
+    # the penalty's kind: the face penalties differ from the default kind's by more than 7 / 10; its constant:
+    # they are 7 / 10 of the paper kind's at the default constant
     assert not np.allclose(result.face_penalty, 0.7 * default.face_penalty)
+    paper = assemble(space, problem, penalty_kind="paper", quadrature_extra=1)
+    assert np.allclose(result.face_penalty, 0.7 * paper.face_penalty, rtol=1e-6, atol=0)
+    # the extra quadrature degree reaches the plan's rules, not only the info: the matrix moves with it
+    # (far above round-off: paper-2d's coefficients are not polynomials)
+    moved = abs(paper.matrix - assemble(space, problem, penalty_kind="paper").matrix).max()
+    assert moved > 1e-9 * abs(paper.matrix).max()
+    # and through the changed options too (in float32 the matrices' difference is round-off): the source is
+    # evaluated at more points
+    assert _source_points(space, problem, options) > _source_points(space, problem,
+                                                                     options.replace(quadrature_extra=0))
+
+
+def _source_points(space, problem, options) -> int:
+    """The number of points an assembly evaluates the problem's source at."""
+    seen = []
+
+    def source(x):
+        seen.append(len(x))
+        return problem.source(x)
+
+    assemble(space, dataclasses.replace(problem, source=source), options)
+    return sum(seen)
 
 
 @pytest.mark.parametrize("key", ["atomic", "2"])

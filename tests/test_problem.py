@@ -71,8 +71,11 @@ def test_polynomial_problem_source_solves_the_pde(kind, d, degree):
     problem = polynomial_problem(d, degree, kind, seed=degree)
     _check_manufactured(problem, d, tol=1e-7)
     x = _points(d)
-    # the exact solution has the requested degree: the (degree+1)-th differences vanish
-    assert problem.exact.degree == degree
+    # the exact solution has the requested degree: its monomials, evaluated here, reach it and no more
+    exact = problem.exact
+    assert exact.degree == degree and exact.exponents.sum(axis=1)[exact.coeff != 0].max() == degree
+    monomials = np.prod(x[:, None, :] ** exact.exponents[None, :, :], axis=2)
+    np.testing.assert_allclose(exact(x), monomials @ exact.coeff, rtol=1e-13, atol=1e-13)
     assert problem.has_diffusion == (kind != "advection-reaction")
     assert problem.has_advection == (kind != "diffusion")
     for name in ("diffusion", "advection", "reaction", "dirichlet"):
