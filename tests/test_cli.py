@@ -154,6 +154,8 @@ def test_bad_problem_files(tmp_path, name):
     (["--problem", "missing_file.py:problem"], "not found"),
     (["--backend", "cupy"], "cupy"),
     (["--repeat", "0"], "repeat"),
+    (["--tol", "-1"], "--tol must be"),  # the flags' names, before any work (not the library's rtol)
+    (["--max-iterations", "0"], "--max-iterations must be"),
     (["--memory-budget", "-5"], "memory-budget"),
     (["--memory-budget", "inf"], "memory-budget"),
     (["--penalty", "inf"], "penalty"),
@@ -171,6 +173,8 @@ def test_bad_options(args, word):
     assert "Traceback" not in r.stderr
     line = r.stderr.strip().splitlines()[-1]
     assert line.startswith("polydg.assemble: error:") and word in line, line
+    if word.endswith("must be"):  # checked with the other options: no progress line before it
+        assert r.stderr.strip().splitlines() == [line]
 
 
 def test_debug_shows_the_traceback():

@@ -255,7 +255,7 @@ def test_an_unstable_preconditioner_fails_in_one_line_without_warnings(monkeypat
             solve(result.matrix, result.rhs, "iterative", space=space, preconditioner="block-jacobi", maxiter=20)
     message = str(caught.value)
     assert "\n" not in message and message.startswith("iterative solve (gmres(50)+block-jacobi) did not converge")
-    assert "try the direct solve (method='direct', --solve direct) or preconditioner='amg'" in message
+    assert "try the direct solve (--solve direct; method='direct') or preconditioner='amg'" in message
     assert heard == []
 
 

@@ -70,7 +70,7 @@ def available_memory() -> tuple[int | None, str]:
     """(bytes this process may still allocate, where that figure comes from); (None, "") when unknown."""
     given = os.environ.get(LIMIT_VARIABLE, "").strip()
     if given:
-        return parse_size(given), LIMIT_VARIABLE
+        return parse_size(given), f"the limit given: --memory-limit or ${LIMIT_VARIABLE}"  # the CLI sets it
     bounds = []
     meminfo = _read_numbers("/proc/meminfo")
     if "MemAvailable" in meminfo:

@@ -46,9 +46,13 @@ def check_options(args: argparse.Namespace, say=None) -> RunOptions:
     n_agg = args.agglomerate if args.agglomerate is not None else (DEFAULT_AGGLOMERATE if default_run else 0)
     lo, hi = parse_degree(args.degree)
     for name, value, low in (("--repeat", args.repeat, 1), ("--agglomerate", n_agg, 0),
-                             ("--quadrature-extra", args.quadrature_extra, 0)):
+                             ("--quadrature-extra", args.quadrature_extra, 0),
+                             ("--max-iterations", getattr(args, "max_iterations", 1), 1)):
         if value < low:
             raise OptionError(f"{name} must be >= {low}, got {value}")
+    tol = getattr(args, "tol", 0.0)
+    if not (np.isfinite(tol) and tol >= 0):
+        raise OptionError(f"--tol must be a finite number >= 0, got {tol}")
     for name, value in (("--memory-budget", args.memory_budget), ("--penalty", args.penalty),
                         ("--timeout", getattr(args, "timeout", None))):
         if value is not None and not (np.isfinite(value) and value > 0):

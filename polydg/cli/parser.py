@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                         f"(default {DEFAULT_AGGLOMERATE} for the default mesh, else 0)")
     g.add_argument("--degree", default="2", metavar="P|P1:P2",
                    help="polynomial degree, or random degrees in [P1, P2] per element (default 2)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the random degrees (default 0)")
+    g.add_argument("--seed", type=int, default=0,
+                   help="seed of the random degrees and local steps, also handed to METIS (default 0)")
     g.add_argument("--problem", default="paper",
                    help="built-in name, file.py:NAME or module:NAME (default paper, i.e. paper-2d / paper-3d)")
     g.add_argument("--coefficient", action="append", default=[], metavar="NAME=SPEC",

@@ -132,8 +132,8 @@ def solve_and_say(result, method: str, space, say, problem=None, options=None) -
         if not cause.startswith("the values overflow") and largest > HUGE:
             cause = (f"the matrix and load reach {largest:.3g}, too large for double precision's products and sums "
                      "(lower --penalty or scale the coefficients)")
-    if cause.startswith("the values overflow") or largest > HUGE:
-        raise NonFiniteError(f"{failure}{printed}: {cause}") from failure
+    if cause.startswith("the values overflow") or largest > HUGE:  # the cause first, the solver's advice dropped
+        raise NonFiniteError(f"{cause}; {getattr(failure, 'failure', failure)}{printed}") from failure
     if printed:
         try:
             raise type(failure)(f"{failure}{printed}") from failure

@@ -152,8 +152,8 @@ def direct_solve(A: sp.csr_matrix, b: np.ndarray, ordering: str = "auto", block_
         if failures:
             info["fallback"] = "; ".join(failures) + ", refactorised with colamd and partial pivoting"
         return x, info
-    raise SolverError(f"direct solve failed ({'; '.join(failures)}): is the matrix singular? check that the "
-                      f"boundary conditions determine the solution")
+    raise SolverError(f"direct solve failed ({'; '.join(failures)})",
+                      advice="is the matrix singular? check that the boundary conditions determine the solution")
 
 
 def _factorise(A: sp.csr_matrix, ordering: str, block_sizes: np.ndarray | None) -> Factorisation | None:

@@ -133,15 +133,16 @@ def iterative_solve(A: sp.csr_matrix, b: np.ndarray, *, symmetric: bool | None, 
                              f"{1 / STALL_FACTOR:g}x lower in {monitor.stall_window} iterations)")
         else:
             residual_text = f"relative residual {relative_residual(A, np.nan_to_num(x), b):.3e} > tol {tol:g}"
-        hints = ["the direct solve (method='direct', --solve direct)"]
+        hints = ["the direct solve (--solve direct; method='direct')"]
         if name != "amg" and preconditioners.pyamg_module() is None:
             hints.append("installing pyamg for the amg preconditioner")
         elif name != "amg":
             hints.append("preconditioner='amg'")
-        if info["iterations"] >= maxiter:
-            hints.append(f"more than maxiter={maxiter} iterations")
-        raise SolverError(f"iterative solve ({info['solver']}) did not converge in {info['iterations']} iterations: "
-                          f"{residual_text}; try {' or '.join(hints)}")
+        if monitor.count >= maxiter:
+            hints.append(f"more than maxiter={maxiter} iterations (in Python)")
+        after = f", after {info['iterations'] - monitor.count} of CG" if info["iterations"] > monitor.count else ""
+        raise SolverError(f"iterative solve ({info['solver']}) did not converge in {monitor.count} iterations"
+                          f"{after}: {residual_text}", advice=f"try {' or '.join(hints)}")
     info["residual"] = relative_residual(A, x, b)
     return x, info
 

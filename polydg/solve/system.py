@@ -23,7 +23,18 @@ from ..errors import PolyDGError, PolyDGWarning, one_line
 
 
 class SolverError(PolyDGError):
-    """The linear solver failed: singular matrix, no convergence, non-finite data."""
+    """The linear solver failed: singular matrix, no convergence, non-finite data.
+
+    ``failure`` says what happened, ``advice`` what to try; the message is both.  A caller that knows the
+    cause (the CLI, on values that overflow) names it with the failure alone.
+
+    >>> str(SolverError("direct solve failed", advice="is the matrix singular?"))
+    'direct solve failed; is the matrix singular?'
+    """
+
+    def __init__(self, failure: str, advice: str = ""):
+        super().__init__(f"{failure}; {advice}" if advice else failure)
+        self.failure, self.advice = failure, advice
 
 
 class SolverWarning(PolyDGWarning):
