@@ -213,6 +213,32 @@ def test_degree_1_is_radau_iia_at_the_slab_ends(space_mesh):
     np.testing.assert_allclose(values, expected, rtol=1e-12)
 
 
+@pytest.mark.parametrize("mesh_name,problem_name,n_slabs,steps", [("space_mesh", "paper-2d1", 3, "1:3"),
+                                                                   ("cube_mesh", "paper-3d1", 2, None)])
+def test_a_tiny_memory_budget_marches_chunk_by_chunk_to_the_same_solution(request, mesh_name, problem_name,
+                                                                          n_slabs, steps, monkeypatch):
+    """The slab state's tables made and applied a few elements at a time, again on every slab (a budget
+    too small to keep them), give the default march's trace and solution bit for bit and its error over
+    the slabs, summed chunk by chunk, to round-off."""
+    from polydg.spacetime.slab import random_local_steps
+    from polydg.spacetime.slab_state import SlabState
+
+    mesh, problem = request.getfixturevalue(mesh_name), builtin_problem(problem_name)
+    rng = np.random.default_rng(5)
+    degree = rng.integers(1, 3, size=mesh.n_elements) if steps else 1  # mixed degrees: one tabulation each
+    steps = random_local_steps(mesh.n_elements, 1, 3, seed=2) if steps else None
+    tables = []
+    tabulate = SlabState.tabulate
+    monkeypatch.setattr(SlabState, "tabulate", lambda self, *args: (
+        tabulate(self, *args), tables.append((len(self.chunks), self.kept is not None)))[0])
+    default = march(mesh, problem, degree, n_slabs=n_slabs, final_time=0.2, local_steps=steps)
+    tiny = march(mesh, problem, degree, n_slabs=n_slabs, final_time=0.2, local_steps=steps, memory_budget_mb=0.01)
+    assert tables[0] == (1, True) and tables[1][0] > 3 and not tables[1][1]  # one kept chunk; many, made per use
+    np.testing.assert_array_equal(tiny.solution, default.solution)
+    assert tiny.errors["l2"] == default.errors["l2"]  # from the carried trace
+    assert tiny.errors["l2_l2"] == pytest.approx(default.errors["l2_l2"], rel=1e-13)
+
+
 # ---------------------------------------------------------------------------
 # convergence on the paper's problem, tau proportional to h
 
