@@ -8,8 +8,8 @@ basis, :func:`polydg.solve.evaluate`), so that a VTU file
 with the jumps between elements, and the element id and degree as cell data.
 A space-time slab is seen at its end: :func:`sample_top` samples the slab
 solution on its top faces, the spatial mesh at t_n; :class:`SlabSeries`
-keeps one sample per slab and writes a ``.pvd`` collection that lists them
-(ParaView's time series).
+writes each slab's sample as the march goes and a ``.pvd`` collection that
+lists them (ParaView's time series).
 
 >>> from polydg.mesh import unit_square, build_polytopic_mesh
 >>> from polydg.space import DGSpace
@@ -22,7 +22,7 @@ keeps one sample per slab and writes a ``.pvd`` collection that lists them
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -110,46 +110,42 @@ def sample_top(space: Any, solution: np.ndarray) -> SolutionSample:
     return _sample(space, solution, mesh.face_vertices[top], mesh.face_elements[top, 0], mesh.dim - 1, t)
 
 
-@dataclass
 class SlabSeries:
-    """The solution at the end of each slab of a march (:meth:`add` per slab), written as one VTU file per slab
-    and a ``.pvd`` collection listing them in time (:meth:`files`).
+    """The solution at the end of each slab of a march (:meth:`add` per slab), written into ``directory`` as
+    one VTU file per slab as it comes, and a ``.pvd`` collection listing them in time (:meth:`files`).
 
-    The slabs of a march share their top faces' geometry: it is kept once, and each slab its values.
+    Only each slab's time and file name are kept, and the last slab's sample: a march of many slabs holds
+    one sample, not one per slab.  The command line's ``directory`` is its output set's staging folder,
+    published whole at the end (:mod:`polydg.cli.targets`).
     """
 
-    first: SolutionSample | None = None
-    steps: list[tuple[float, np.ndarray | SolutionSample]] = field(default_factory=list)
+    def __init__(self, directory: str | os.PathLike, stem: str = "solution") -> None:
+        self.directory, self.stem = Path(directory), stem
+        self.steps: list[tuple[float, str]] = []  # (t_n, the slab's file name)
+        self.last: SolutionSample | None = None
 
     def add(self, space: Any, solution: Any, t: float) -> None:
-        """Sample slab ``space``'s ``solution`` at its end ``t``."""
+        """Sample slab ``space``'s ``solution`` at its end ``t`` and write it (``<stem>-slab-NNNN.vtu``)."""
         from .backend import to_host
 
         sample = sample_top(space, to_host(solution))
-        if self.first is None:
-            self.first = sample
-        same = (sample.points.shape == self.first.points.shape and np.array_equal(sample.element, self.first.element)
-                and np.array_equal(sample.points, self.first.points))
-        self.steps.append((float(t), sample.values if same else sample))
+        name = f"{self.stem}-slab-{len(self.steps) + 1:04d}.vtu"
+        sample.write_vtu(self.directory / name)
+        self.steps.append((float(t), name))
+        self.last = sample
 
-    def sample(self, n: int) -> SolutionSample:
-        """Slab n's sample (0-based)."""
-        t, kept = self.steps[n]
-        if isinstance(kept, SolutionSample):
-            return kept
-        first = self.first
-        return SolutionSample(first.points, first.cells, kept, first.element, first.degree, first.vertex, t)
-
-    def files(self, stem: str = "solution") -> list[tuple[str, Writer]]:
-        """``(name, writer)`` of ``<stem>-slab-NNNN.vtu`` per slab and ``<stem>.pvd`` listing them."""
-        names = [f"{stem}-slab-{n + 1:04d}.vtu" for n in range(len(self.steps))]
-        out: list[tuple[str, Writer]] = [(name, self._writer(n)) for n, name in enumerate(names)]
-        entries = [(t, name) for (t, _), name in zip(self.steps, names)]
-        out.append((f"{stem}.pvd", lambda path: write_pvd(path, entries)))
+    def files(self) -> list[tuple[str, Writer]]:
+        """``(name, writer)`` of each slab's file, written already into ``directory`` (its writer checks that
+        the path is that file), and of ``<stem>.pvd`` listing them."""
+        out: list[tuple[str, Writer]] = [(name, self._written(name)) for _, name in self.steps]
+        out.append((f"{self.stem}.pvd", lambda path: write_pvd(path, list(self.steps))))
         return out
 
-    def _writer(self, n: int) -> Writer:
-        return lambda path: self.sample(n).write_vtu(path)
+    def _written(self, name: str) -> Writer:
+        def check(path: Path) -> None:
+            if not Path(path).samefile(self.directory / name):
+                raise ValueError(f"{name} was written into {self.directory}, not {Path(path).parent}")
+        return check
 
 
 __all__ = ["SlabSeries", "SolutionSample", "Writer", "sample_solution", "sample_top", "top_faces",

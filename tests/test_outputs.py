@@ -173,30 +173,31 @@ def linear_in_space_time() -> Problem:
 
 
 @pytest.mark.parametrize("steps", [None, 2])
-def test_each_slab_end_is_the_slab_solution_at_its_top(steps):
+def test_each_slab_end_is_the_slab_solution_at_its_top(steps, tmp_path):
     from polydg.spacetime import march
 
     mesh = agglomerate(from_spec("square:6"), 8)
     problem = linear_in_space_time()
-    series, slabs = SlabSeries(), []
+    series, slabs = SlabSeries(tmp_path), []
 
     def on_slab(space, u, t):
         slabs.append((space, np.array(u), t))
         series.add(space, u, t)
 
     march(mesh, problem, 1, n_slabs=3, final_time=0.6, local_steps=steps, on_slab=on_slab)
-    assert [t for t, _ in series.steps] == pytest.approx([0.2, 0.4, 0.6])
+    assert series.steps == [(pytest.approx(t), f"solution-slab-{n:04d}.vtu") for n, t in ((1, 0.2), (2, 0.4), (3, 0.6))]
     for n, (space, u, t) in enumerate(slabs):
-        sample = series.sample(n)
-        assert sample.time == pytest.approx(t) and sample.cells.shape[1] == 3
-        y = np.column_stack([sample.points[:, :2], np.full(len(sample.points), t)])
+        points, cells, values, element, _ = read_solution(tmp_path / series.steps[n][1])  # written as it came
+        assert cells.shape[1] == 3
+        y = np.column_stack([points[:, :2], np.full(len(points), t)])
         # the slab solution at (x, t_n) in the element under each top face (its last step) ...
-        own = evaluate(space, u, y, np.repeat(sample.element, 3))
-        assert np.abs(sample.values - own).max() <= 1e-12
+        own = evaluate(space, u, y, np.repeat(element, 3))
+        assert np.abs(values - own).max() <= 1e-12
         # ... which is u(x, t_n): the space holds the exact solution
-        assert np.abs(sample.values - problem.exact(y)).max() <= 1e-9
+        assert np.abs(values - problem.exact(y)).max() <= 1e-9
         if steps:
-            assert sample.element.max() >= mesh.n_elements  # slab elements: the last of each one's steps
+            assert element.max() >= mesh.n_elements  # slab elements: the last of each one's steps
+    assert series.last.time == pytest.approx(0.6) and np.array_equal(series.last.values, values)  # the last kept
 
 
 LINEAR_PROBLEM_FILE = """
@@ -230,6 +231,34 @@ def test_the_command_line_march_writes_a_series_listing_every_slab(tmp_path):
     last, final = read_solution(out / entries[-1][1]), read_solution(out / "solution.vtu")
     assert all(np.array_equal(a, b) for a, b in zip(last, final))
     assert min(png_size(out / "solution.png")) >= 200
+
+
+def test_a_march_stopped_after_some_slabs_leaves_the_earlier_set_whole(tmp_path, monkeypatch):
+    """The slabs' files go into the output set's staging folder as the march writes them: a run stopped
+    after two of three slabs leaves the earlier set as it was, with no file of its own."""
+    from polydg.assemble import main
+    from polydg.errors import Interrupted
+
+    out, file = tmp_path / "out", tmp_path / "linear.py"
+    file.write_text(LINEAR_PROBLEM_FILE)
+    run = ["--mesh", "square:8", "--agglomerate", "10", "--degree", "1", "--problem", f"{file}:problem",
+           "--final-time", "0.3", "--output", str(out), "--quiet"]
+    assert main(run + ["--time-slabs", "2"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    add = SlabSeries.add
+    written = []
+
+    def add_then_stop(self, space, solution, t):
+        add(self, space, solution, t)
+        written.append(self.directory / self.steps[-1][1])
+        if len(self.steps) == 2:
+            assert all(path.is_file() and path.parent.parent == out for path in written)  # staged
+            raise Interrupted(15)
+
+    monkeypatch.setattr(SlabSeries, "add", add_then_stop)
+    assert main(run + ["--time-slabs", "3"]) == 128 + 15
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no staging folder, no slab 3
+    assert not any(path.exists() for path in written)
 
 
 def test_a_slab_top_sample_of_a_3d_slab_is_tetrahedra():

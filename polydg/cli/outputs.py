@@ -63,9 +63,11 @@ def output_files(space, result, x, summary, files: list = ()) -> list[tuple[str,
     return out + list(files) + [("summary.json", lambda path: write_json(path, summary))]
 
 
-def write_output(directory: Path, space, result, x, summary, files: list = ()) -> None:
-    """Write :func:`output_files` into ``directory``, replacing its previous set whole."""
-    OutputDirectory(directory).write(output_files(space, result, x, summary, files))
+def write_output(directory: Path | OutputDirectory, space, result, x, summary, files: list = ()) -> None:
+    """Write :func:`output_files` into ``directory`` (a path, or an :class:`OutputDirectory` whose staging
+    folder holds files written already), replacing its previous set whole."""
+    target = directory if isinstance(directory, OutputDirectory) else OutputDirectory(directory)
+    target.write(output_files(space, result, x, summary, files))
 
 
 def rank_rows_writer(result) -> Callable[[Path], None]:
@@ -103,10 +105,11 @@ def summarise(args: argparse.Namespace, opts: RunOptions, space, problem, result
 
 
 def write_summary_and_output(args: argparse.Namespace, say, space, result, x, summary: dict,
-                             solve_info: dict | None = None, files: list | None = None, sample=None) -> None:
+                             solve_info: dict | None = None, files: list | None = None, sample=None,
+                             target: OutputDirectory | None = None) -> None:
     """``--output`` (the whole set) and ``--json``.  ``files``: the run's own files beside the matrix
     (by default the solution on the sub-simplices, ``sample`` when sampled already, or the mesh, and with
-    ``--plot`` the pictures)."""
+    ``--plot`` the pictures); ``target``: ``--output``'s :class:`OutputDirectory` when the run staged it."""
     from ..report import write_json
 
     if args.output:
@@ -115,7 +118,7 @@ def write_summary_and_output(args: argparse.Namespace, say, space, result, x, su
             files = [("solution.vtu", sample.write_vtu) if sample is not None else ("mesh.vtu", mesh_writer(space))]
             if getattr(args, "plot", False):
                 files += run_pictures(space.mesh, sample, summary, solve_info)
-        write_output(Path(args.output), space, result, x, summary, files)
+        write_output(target if target is not None else Path(args.output), space, result, x, summary, files)
         say(f"wrote {args.output}")
     if args.json:
         write_file(args.json, lambda path: write_json(path, summary))

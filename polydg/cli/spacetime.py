@@ -27,6 +27,7 @@ from .inputs import RunOptions
 from .content import compilation_summary, run_pictures, with_compilation
 from .outputs import write_summary_and_output
 from .progress import activity
+from .targets import OutputDirectory
 
 #: the final time when --final-time is not given
 DEFAULT_FINAL_TIME = 1.0
@@ -103,42 +104,50 @@ def run_space_time(args: argparse.Namespace, opts: RunOptions, problem: Problem,
     steps = parse_local_steps(getattr(args, "local_steps", None))
     if steps is not None:
         steps = steps[0] if steps[0] == steps[1] else random_local_steps(mesh.n_elements, *steps, seed=args.seed)
-    series = SlabSeries() if args.output else None  # the solution at each slab's end
-    with activity(say, f"marching over {int(args.time_slabs)} slabs"):  # the slabs' lines print above it
-        result = march(mesh, problem, degree, n_slabs=int(args.time_slabs), final_time=final_time,
-                       method="direct" if args.solve in (None, "auto") else args.solve,
-                       space_time_basis=args.space_time_basis or "P", local_steps=steps, quadrature_simplices=quadrature_simplices, progress=say,
-                       assembler=assembler, options=opts.assembly,
-                       nonlinear=nonlinear_options(args, opts) if problem.nonlinear else None,
-                       on_slab=series.add if series is not None else None)
-    per_slab = result.timings
-    totals = result.total_timings()
-    assembled = result.info["assembled_per_slab"]
-    table_slab = max((n for n, what in enumerate(assembled) if what == "matrix+load"), default=len(per_slab) - 1)
-    one = with_compilation(dict(per_slab[table_slab]))
-    options = {"mesh": opts.mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget, "repeat": 1,
-               "quadrature_simplices": quadrature_simplices if mesh.dim == 2 else "fine"}
-    summary = summary_dict(mesh=result.space.mesh, space=result.space, result=result.assembly, options=options,
-                           timings=one, errors=result.errors, solve_info=result.info["solver"],
-                           ranks=assembler.comm.Get_size() if assembler is not None else 1)
-    summary.update(slabs=int(args.time_slabs), final_time=final_time, space_time_basis=result.space.basis,
-                   timings_per_slab=[{k: float(v) for k, v in t.items()} for t in per_slab],
-                   timings_all_slabs=totals, factorisations=result.info["factorisations"],
-                   assembled_per_slab=assembled, table_slab=table_slab + 1,
-                   local_steps=result.info["local_steps"], **compilation_summary())
-    if problem.nonlinear:
-        summary["nonlinear"] = {"method": args.nonlinear or "newton",
-                                "iterations_per_slab": result.info["nonlinear_iterations_per_slab"]}
-    if assembler is not None:  # each slab's timings per rank; the table's are the slowest rank's
-        summary.update(timings_per_rank=assembler.rank_timings[-1], rank_timings_per_slab=assembler.rank_timings,
-                       balance=result.assembly.info["balance"])
-    files = None
-    if args.output:
-        last = series.sample(len(series.steps) - 1)
-        files = [("solution.vtu", last.write_vtu), *series.files()]
-        if getattr(args, "plot", False):
-            files += run_pictures(mesh, last, summary, result.info["solver"])
-    write_summary_and_output(args, say, result.space, result.assembly, result.solution, summary, files=files)
+    # the solution at each slab's end, written as it comes into --output's staging folder: published
+    # with the rest at the end, removed if the run stops before
+    target = OutputDirectory(args.output) if args.output else None
+    series = SlabSeries(target.stage()) if target is not None else None
+    try:
+        with activity(say, f"marching over {int(args.time_slabs)} slabs"):  # the slabs' lines print above it
+            result = march(mesh, problem, degree, n_slabs=int(args.time_slabs), final_time=final_time,
+                           method="direct" if args.solve in (None, "auto") else args.solve,
+                           space_time_basis=args.space_time_basis or "P", local_steps=steps, quadrature_simplices=quadrature_simplices, progress=say,
+                           assembler=assembler, options=opts.assembly,
+                           nonlinear=nonlinear_options(args, opts) if problem.nonlinear else None,
+                           on_slab=series.add if series is not None else None)
+        per_slab = result.timings
+        totals = result.total_timings()
+        assembled = result.info["assembled_per_slab"]
+        table_slab = max((n for n, what in enumerate(assembled) if what == "matrix+load"), default=len(per_slab) - 1)
+        one = with_compilation(dict(per_slab[table_slab]))
+        options = {"mesh": opts.mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget, "repeat": 1,
+                   "quadrature_simplices": quadrature_simplices if mesh.dim == 2 else "fine"}
+        summary = summary_dict(mesh=result.space.mesh, space=result.space, result=result.assembly, options=options,
+                               timings=one, errors=result.errors, solve_info=result.info["solver"],
+                               ranks=assembler.comm.Get_size() if assembler is not None else 1)
+        summary.update(slabs=int(args.time_slabs), final_time=final_time, space_time_basis=result.space.basis,
+                       timings_per_slab=[{k: float(v) for k, v in t.items()} for t in per_slab],
+                       timings_all_slabs=totals, factorisations=result.info["factorisations"],
+                       assembled_per_slab=assembled, table_slab=table_slab + 1,
+                       local_steps=result.info["local_steps"], **compilation_summary())
+        if problem.nonlinear:
+            summary["nonlinear"] = {"method": args.nonlinear or "newton",
+                                    "iterations_per_slab": result.info["nonlinear_iterations_per_slab"]}
+        if assembler is not None:  # each slab's timings per rank; the table's are the slowest rank's
+            summary.update(timings_per_rank=assembler.rank_timings[-1], rank_timings_per_slab=assembler.rank_timings,
+                           balance=result.assembly.info["balance"])
+        files = None
+        if args.output:
+            files = [("solution.vtu", series.last.write_vtu), *series.files()]
+            if getattr(args, "plot", False):
+                files += run_pictures(mesh, series.last, summary, result.info["solver"])
+        write_summary_and_output(args, say, result.space, result.assembly, result.solution, summary, files=files,
+                                 target=target)
+    except BaseException:
+        if target is not None:
+            target.discard(target.staging)
+        raise
     if not args.quiet:
         print(format_table(summary))
         loads = assembled.count("load")

@@ -256,22 +256,27 @@ class OutputDirectory:
     ``write(files)`` writes ``(name, writer)`` pairs, ``writer(path)`` writing
     one file; or, on several ranks, :meth:`stage` (rank 0), each rank's
     writers into the staging folder, then :meth:`publish` (rank 0) or
-    :meth:`discard`.
+    :meth:`discard`.  A run whose files come as it goes (a march's slabs)
+    calls :meth:`stage` first, writes them into ``staging``, and ends with
+    ``write`` (the rest, into the same folder) or :meth:`discard`.
     """
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path).absolute()
         self._created: list[Path] = []
+        self.staging: Path | None = None  # the folder :meth:`stage` made, until published or discarded
 
     def stage(self) -> Path:
         """Make DIR (and its missing parents) and an empty staging folder in it; returns the folder."""
         self._created += _make_folders(self.path)
         remove_leftovers(self.path)
-        return Path(tempfile.mkdtemp(prefix=_staging_name(), dir=self.path))
+        self.staging = Path(tempfile.mkdtemp(prefix=_staging_name(), dir=self.path))
+        return self.staging
 
     def write(self, files: list[tuple[str, Writer]]) -> None:
-        """Write every file into a staging folder, then publish them as the directory's set."""
-        staging = self.stage()
+        """Write every file into the staging folder (made now unless :meth:`stage` made it), then publish
+        them, with what was written there already under those names, as the directory's set."""
+        staging = self.staging if self.staging is not None else self.stage()
         try:
             for name, writer in files:
                 writer(staging / name)
@@ -300,11 +305,13 @@ class OutputDirectory:
             _move(staging / MANIFEST, directory / MANIFEST)
             _unlink(directory / JOURNAL)
             shutil.rmtree(staging, ignore_errors=True)
+        self.staging = None
 
     def discard(self, staging: Path | None) -> None:
         """Remove the staging folder, and the directories :meth:`stage` made if they stayed empty."""
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
+        self.staging = None
         for folder in reversed(self._created):
             try:
                 folder.rmdir()
