@@ -191,6 +191,60 @@ def test_unmatched_facet_search_pairs_each_facet_within_its_own_size():
     assert got == expected and len(pairs) >= 2  # the big facet is searched in a batch of its own
 
 
+def _wide(row_keys):
+    """``row_keys`` told that the values reach 2**40: past 63 bits for two columns or more, so the key is
+    folded through dense ranks instead of packed."""
+    return lambda rows, n_values: row_keys(rows, 1 << 40)
+
+
+@pytest.mark.parametrize("n_values, k", [(1 << 10, 3), (1 << 40, 1), (1 << 40, 3), (1 << 17, 4), (1 << 62, 2)])
+def test_row_keys_order_and_match_rows_as_np_unique_does(n_values, k):
+    """Equal rows have equal keys and the keys sort as the rows do, packed (10 bits x 3) or folded
+    through dense ranks past 63 bits: the keys' ranks are np.unique's inverse."""
+    from polydg.mesh.polytopic import _dense_ranks, _row_keys
+
+    rng = np.random.default_rng(k)
+    values = np.r_[0, 1, n_values - 1, rng.integers(0, n_values, 5)]  # few values: rows tie on leading columns
+    rows = values[rng.integers(0, len(values), (3000, k))]
+    _, inverse = np.unique(rows, axis=0, return_inverse=True)
+    key = _row_keys(rows, n_values)
+    assert key.dtype == np.int64
+    assert np.array_equal(_dense_ranks(key)[0], inverse.reshape(-1))
+    assert len(_row_keys(rows[:0], n_values)) == 0
+
+
+@pytest.mark.parametrize("make", [lambda: from_spec("cube:3"), lambda: from_spec("square:6:perturb=0.2"),
+                                  lambda: agglomerate(from_spec("cube:2"), 4)])
+def test_meshes_keyed_past_the_packing_limit_are_the_same(monkeypatch, make):
+    """Facets keyed through dense ranks (points past 2**21 in 3D, 2**15 in 3D + 1) give the same mesh:
+    the same faces in the same order, the tagged boundary facets found, the same dual graph."""
+    from dataclasses import fields
+
+    from importlib import import_module
+
+    from polydg.mesh import polytopic
+    from polydg.spacetime import slab_mesh
+
+    agglomeration = import_module("polydg.partition.agglomerate")
+
+    def build(made):
+        if isinstance(made, SimplexMesh):
+            return [build_polytopic_mesh(made), dual_graph(made)]
+        return [slab_mesh(made, 0.0, 0.5)]
+
+    packed = build(make())
+    monkeypatch.setattr(polytopic, "_row_keys", _wide(polytopic._row_keys))
+    monkeypatch.setattr(agglomeration, "_row_keys", _wide(agglomeration._row_keys))
+    folded = build(make())
+    mesh, again = packed[0], folded[0]
+    for field in fields(mesh):
+        a, b = getattr(mesh, field.name), getattr(again, field.name)
+        assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b, field.name
+    if len(packed) == 2:
+        assert (mesh.face_tag[mesh.boundary_faces] > 0).all()
+        assert (packed[1] != folded[1]).nnz == 0 and packed[1].nnz > 0
+
+
 def test_generator_specs():
     assert parse_spec("square:8:perturb=0.1:seed=3") == ("square", 8, {"perturb": 0.1, "seed": 3})
     assert from_spec("cube:2").n_cells == 48

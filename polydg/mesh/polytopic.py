@@ -169,17 +169,47 @@ class PolytopicMesh:
 # construction
 
 
-def _row_keys(rows: np.ndarray, n_points: int) -> np.ndarray:
-    """Dense int64 keys for rows of sorted vertex indices (equal rows, equal keys)."""
-    k = rows.shape[1]
-    bits = max(int(n_points - 1).bit_length(), 1)
-    if bits * k <= 63:
-        key = np.zeros(len(rows), dtype=np.int64)
-        for j in range(k):
-            key = (key << bits) | rows[:, j]
-        return key
-    _, inverse = np.unique(rows, axis=0, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64)
+def _row_keys(rows: np.ndarray, n_values: int) -> np.ndarray:
+    """int64 keys of integer rows with entries in [0, ``n_values``): equal rows have equal keys, and the
+    keys order as the rows do lexicographically (a stable sort by key is a stable sort of the rows).
+
+    The columns are shifted into the key one at a time; where the next would overflow 63 bits, the key
+    so far is first replaced by its dense rank (:func:`_dense_ranks`, a sort), and the column by its own
+    where even that leaves too few bits.  Keys are therefore comparable within one call only: rows to be
+    matched are keyed together.
+    """
+    bits = _bit_width(n_values)
+    key = np.zeros(len(rows), dtype=np.int64)
+    key_bits = 0
+    for column in rows.T:
+        column_bits = bits
+        if key_bits + column_bits > 63:
+            key, n_keys = _dense_ranks(key)
+            key_bits = _bit_width(n_keys)
+        if key_bits + column_bits > 63:
+            column, n_column_values = _dense_ranks(column)
+            column_bits = _bit_width(n_column_values)
+        key = (key << column_bits) | column
+        key_bits += column_bits
+    return key
+
+
+def _bit_width(n_values: int) -> int:
+    """Bits that hold the values 0, ..., n_values - 1 (at least one)."""
+    return max(int(n_values - 1).bit_length(), 1)
+
+
+def _dense_ranks(key: np.ndarray) -> tuple[np.ndarray, int]:
+    """(rank of each key among the distinct keys, number of distinct keys): equal keys, equal ranks, in
+    the keys' order (a sort: NumPy's hashing unique is slower on millions of keys)."""
+    order = np.argsort(key)
+    sorted_key = key[order]
+    rank = np.empty(len(key), dtype=np.int64)
+    if len(key) == 0:
+        return rank, 0
+    sorted_rank = np.cumsum(np.r_[True, sorted_key[1:] != sorted_key[:-1]]) - 1
+    rank[order] = sorted_rank
+    return rank, int(sorted_rank[-1]) + 1
 
 
 def _orient_and_check(fine: SimplexMesh) -> tuple[np.ndarray, np.ndarray]:
@@ -423,7 +453,9 @@ def build_polytopic_mesh(fine: SimplexMesh, cell_element: np.ndarray | None = No
     owner = np.repeat(np.arange(n_sub, dtype=np.int64), d + 1)
     opposite = simplices.reshape(-1)  # the vertex opposite facet k is local vertex k
     sorted_rows = np.sort(facets, axis=1)
-    key = _row_keys(sorted_rows, len(P))
+    # the tagged boundary facets are found among the facets by key: keyed in the same call
+    keys = _row_keys(np.concatenate([sorted_rows, np.sort(fine.boundary_facets, axis=1)]), len(P))
+    key, tagged_key = keys[: len(sorted_rows)], keys[len(sorted_rows):]
     perm = np.argsort(key, kind="stable")
     key_sorted = key[perm]
     starts = np.flatnonzero(np.r_[True, key_sorted[1:] != key_sorted[:-1]])
@@ -474,7 +506,6 @@ def build_polytopic_mesh(fine: SimplexMesh, cell_element: np.ndarray | None = No
     fbnd = single[border]
     b_tag = np.zeros(len(fbnd), dtype=np.int64)
     if len(fine.boundary_facets):
-        tagged_key = _row_keys(np.sort(fine.boundary_facets, axis=1), len(P))
         bkey = key[fbnd]
         tag_order = np.argsort(tagged_key, kind="stable")
         pos = np.searchsorted(tagged_key[tag_order], bkey)

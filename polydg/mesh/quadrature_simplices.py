@@ -36,7 +36,7 @@ from numba import njit
 
 from ..errors import OptionError
 from .output import oriented_boundary_edges
-from .polytopic import DEGENERATE_TOL, PolytopicMesh, _row_keys
+from .polytopic import DEGENERATE_TOL, PolytopicMesh, _dense_ranks, _row_keys
 
 #: the choices of ``quadrature_simplices`` (``--quadrature-simplices``)
 QUADRATURE_SIMPLICES = ("fine", "coarse")
@@ -314,7 +314,7 @@ def tiles_elements(mesh: PolytopicMesh, triangles: np.ndarray, owner: np.ndarray
     tri_rows, tri_sign = _edge_rows(np.repeat(owner, 3), triangles.ravel(), np.roll(triangles, -1, axis=1).ravel())
     bnd_rows, bnd_sign = _edge_rows(edge_element, edges[:, 0], edges[:, 1])
     rows = np.concatenate([tri_rows, bnd_rows])
-    inverse, n_keys = _group(_row_keys(rows, max(n, n_el)))
+    inverse, n_keys = _dense_ranks(_row_keys(rows, max(n, n_el)))
     net = np.bincount(inverse, weights=np.r_[tri_sign, -bnd_sign], minlength=n_keys)
     ok[rows[net[inverse] != 0, 0]] = False  # an edge left over: not a tiling
     in_triangles = np.bincount(inverse[: len(tri_rows)], minlength=n_keys)
@@ -323,17 +323,6 @@ def tiles_elements(mesh: PolytopicMesh, triangles: np.ndarray, owner: np.ndarray
     total = np.bincount(owner, weights=area, minlength=n_el)
     ok &= np.abs(total - mesh.measure) <= AREA_TOL * mesh.measure
     return ok
-
-
-def _group(key: np.ndarray) -> tuple[np.ndarray, int]:
-    """(group of each key, number of groups): equal keys, equal groups (a sort: NumPy's hashing unique is
-    slower on millions of keys)."""
-    order = np.argsort(key, kind="stable")
-    sorted_key = key[order]
-    group = np.cumsum(np.r_[True, sorted_key[1:] != sorted_key[:-1]]) - 1 if len(key) else key
-    inverse = np.empty(len(key), dtype=np.int64)
-    inverse[order] = group
-    return inverse, int(group[-1]) + 1 if len(key) else 0
 
 
 def _edge_rows(element: np.ndarray, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
