@@ -698,6 +698,24 @@ def test_a_march_assembles_once_when_nothing_depends_on_t(space_mesh, local_step
     assert np.abs(moving.solution - reused.solution).max() > 1e-3
 
 
+def test_each_slab_fingerprints_its_coefficients_once(space_mesh, monkeypatch):
+    """A reaction of t fingerprinted once per slab (its keeps and, when it assembles the matrix, its keep share
+    the digest): equal on (0, 0.2), then on (0.2, 0.4), so the slabs after each change keep the matrix."""
+    from polydg.spacetime.time_dependence import CoefficientFingerprint
+
+    problem = Problem("step in t", diffusion=0.5, advection=[1.0, 0.5], reaction=lambda y: 1.0 + (y[:, 2] > 0.2),
+                      source=2.0, dirichlet=1.0, space_time=True, initial=lambda x: x[:, 0])
+    every = march(space_mesh, problem, 1, n_slabs=4, final_time=0.4, coefficients_free_of_t=False)
+    calls = []
+    fingerprint = CoefficientFingerprint.__call__
+    monkeypatch.setattr(CoefficientFingerprint, "__call__",
+                        lambda self, space, slab: (calls.append(slab), fingerprint(self, space, slab))[-1])
+    kept = march(space_mesh, problem, 1, n_slabs=4, final_time=0.4)
+    assert kept.info["assembled_per_slab"] == ["matrix+load", "load", "matrix+load", "load"]
+    assert len(calls) == 4 and len({id(slab) for slab in calls}) == 4
+    np.testing.assert_allclose(kept.solution, every.solution, rtol=0, atol=1e-12 * np.abs(every.solution).max())
+
+
 def _moving_data(y):
     """Data depending on x and t (a source, g_D, g_N)."""
     return np.sin(2.0 * y[:, 0] + y[:, 1]) * (1.0 + 3.0 * y[:, 2]) + y[:, 2] ** 2

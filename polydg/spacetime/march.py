@@ -149,9 +149,16 @@ class _KeptMatrix:
         self.fingerprint = CoefficientFingerprint(problem, quadrature_extra)
         self.assembly = None  # the AssemblyResult whose matrix is kept
         self.digest: bytes | None = None
+        self._last: tuple[DGSpace, Problem, bytes] | None = None  # the slab last fingerprinted, and its digest
 
     def _detect(self) -> bool:
         return self.free_of_t is None and not self.constant
+
+    def _fingerprint(self, space: DGSpace, slab: Problem) -> bytes:
+        """The slab's digest, computed once: a slab that does not keep the matrix asks again in ``keep``."""
+        if self._last is None or self._last[0] is not space or self._last[1] is not slab:
+            self._last = (space, slab, self.fingerprint(space, slab))
+        return self._last[2]
 
     def keeps(self, same_length: bool, space: DGSpace, slab: Problem) -> bool:
         """Whether this slab (of ``space``, problem ``slab``) keeps the matrix and assembles its load alone."""
@@ -159,12 +166,12 @@ class _KeptMatrix:
             return False
         if not self._detect():
             return True
-        return self.detect and self.fingerprint(space, slab) == self.digest
+        return self.detect and self._fingerprint(space, slab) == self.digest
 
     def keep(self, assembly, space: DGSpace, slab: Problem) -> None:
         """Keep the matrix of ``assembly`` (this slab's full assembly)."""
         self.assembly = assembly
-        self.digest = self.fingerprint(space, slab) if self._detect() and self.detect else None
+        self.digest = self._fingerprint(space, slab) if self._detect() and self.detect else None
 
     def with_load(self, load) -> Any:
         """The kept matrix with this slab's ``load`` (an AssemblyResult of ``assemble(..., matrix=False)``)."""
