@@ -144,6 +144,23 @@ def test_errors_without_exact_gradient_and_element_means():
     assert set(err) == {"l2"} and err["l2"] < 2e-2
 
 
+def test_element_means_are_the_same_in_many_chunks_as_in_one():
+    """Mixed degrees (a batch per degree, its elements not contiguous) and a budget of one sub-simplex per
+    chunk, split inside elements: the means of one chunk per degree to round-off (the sums grouped by
+    chunk), and the quadrature's."""
+    degree = np.arange(MESH.n_elements) % 3 + 1
+    space = DGSpace(MESH, degree)
+    u = np.random.default_rng(5).standard_normal(space.n_dofs)
+    one_chunk = element_means(space, u)
+    np.testing.assert_allclose(element_means(space, u, memory_budget_mb=1e-9), one_chunk, rtol=0,
+                               atol=1e-14 * np.abs(one_chunk).max())
+    # u = 1 on every element: the constant Legendre function is 1 / sqrt(|box|), coefficient sqrt(|box|)
+    box = np.prod(MESH.bbox_max - MESH.bbox_min, axis=1)
+    ones = np.zeros(space.n_dofs)
+    ones[space.dof_offsets[:-1]] = np.sqrt(box)
+    np.testing.assert_allclose(element_means(space, ones, memory_budget_mb=1e-9), 1.0, rtol=1e-12)
+
+
 def test_element_means_of_a_reproduced_linear_solution():
     from polydg.problem import polynomial_problem
 
