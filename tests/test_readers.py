@@ -224,6 +224,85 @@ def test_bad_files(tmp_path, name, text, words):
         assert w in str(info.value)
 
 
+def square_polydata(points="4", coordinates="0 0 0 1 0 0 1 1 0 0 1 0", connectivity="0 1 2 3"):
+    """The unit square as one polygon (VTK 5.1), its tokens spelled as given."""
+    return (HEADER + f"POINTS {points} double\n{coordinates}\nPOLYGONS 2 4\nOFFSETS vtktypeint64\n0 4\n"
+            f"CONNECTIVITY vtktypeint64\n{connectivity}\n")
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        # NumPy's parser reads a sign alone as 0 and saturates past 64 bits: these are refused as int() refuses them
+        (dict(connectivity="0 1 2 -"), "CONNECTIVITY: '-' is not an integer index"),
+        (dict(connectivity="0 1 + 3"), "CONNECTIVITY: '+' is not an integer index"),
+        (dict(connectivity="0 1 2 9223372036854775808"), "CONNECTIVITY: '9223372036854775808' is not an integer index"),
+        (dict(connectivity="0 1 2 -9223372036854775809"),
+         "CONNECTIVITY: '-9223372036854775809' is not an integer index"),
+        (dict(connectivity="0 1 2 0x3"), "CONNECTIVITY: '0x3' is not an integer index"),
+        (dict(connectivity="0 1 2 3e0"), "CONNECTIVITY: '3e0' is not an integer index"),
+        (dict(coordinates="0 0 0 1 0 0 1 1 0 0 1 0x0"), "POINTS: '0x0' is not a number"),
+        (dict(connectivity="0 1 2\nCELL_DATA 1"),
+         "truncated CONNECTIVITY: 4 values announced, 3 found before 'CELL_DATA'"),
+        (dict(connectivity="0 1 2"), "truncated CONNECTIVITY: 4 values announced, 3 found"),
+        (dict(points="9223372036854775807"),
+         "truncated POINTS: 27670116110564327421 values announced, 12 found before 'POLYGONS'"),
+        (dict(points="4.0"), "malformed POINTS line"),
+    ],
+)
+def test_polydata_tokens_are_refused_as_int_and_float_refuse_them(tmp_path, fields, message):
+    path = bad_file(tmp_path, "square.vtk", square_polydata(**fields))
+    with pytest.raises(MeshError) as info:
+        read_mesh(path)
+    assert str(info.value) == f"mesh file '{path}': {message}"
+
+
+def test_polydata_indices_beyond_float_precision_are_exact(tmp_path):
+    path = bad_file(tmp_path, "square.vtk", square_polydata(connectivity="0 1 2 9007199254740993"))  # 2**53 + 1
+    with pytest.raises(MeshError, match="refers to point 9007199254740993, out of range"):
+        read_mesh(path)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        square_polydata().lower().replace("# vtk datafile", "# vtk DataFile"),
+        square_polydata().replace("\n", "\r\n"),
+        square_polydata(coordinates="0\t0 0\x0c1 0 0\x1c1 1 0\x1f0 1 0"),
+        square_polydata(coordinates="+0 -0 0 1.e0 0. .0 1e0 10E-1 0 0.0 1 0",
+                        connectivity="+0 0001 2 0000000000000000003"),
+        square_polydata(coordinates="0 0 0 1 0 0 1 1 0 0 1 0 7 7 7"),  # numbers past the count are left
+    ],
+    ids=["lower case", "CRLF", "control separators", "spellings", "extra numbers"],
+)
+def test_polydata_spellings_read_as_the_plain_file(tmp_path, text):
+    plain = read_mesh(bad_file(tmp_path, "plain.vtk", square_polydata()))
+    other = read_mesh(bad_file(tmp_path, "other.vtk", text))
+    assert np.array_equal(other.points, plain.points) and np.array_equal(other.cells, plain.cells)
+    assert np.array_equal(other.cell_element, plain.cell_element)
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_polydata_parsing_holds_no_object_per_token(tmp_path, monkeypatch, legacy):
+    # a Python str per token costs some 20 times the file; the reader's arrays a few times it
+    import tracemalloc
+
+    from polydg.mesh import readers
+
+    pts, quads = grid_polygons(100)
+    path = write_polydata(tmp_path / "grid.vtk", pts, quads, legacy=legacy)
+    monkeypatch.setattr(readers, "polygon_mesh", lambda points, offsets, conn, **_: (points, offsets, conn))
+    tracemalloc.start()
+    try:
+        points, offsets, conn = readers.read_vtk_polydata(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(points, np.array(pts)) and np.array_equal(conn, np.ravel(quads))
+    assert np.array_equal(offsets, 4 * np.arange(len(quads) + 1))
+    assert peak < 8 * path.stat().st_size
+
+
 def test_missing_and_unsupported(tmp_path):
     import meshio
 

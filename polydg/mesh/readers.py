@@ -22,6 +22,7 @@ becomes part of that message; when the file is read nonetheless it becomes a
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import threading
@@ -94,80 +95,64 @@ def read_mesh(path: str | os.PathLike, *, merge_tol: float = MERGE_TOL) -> Simpl
 
 
 def read_vtk_polydata(path: str | os.PathLike, *, merge_tol: float = MERGE_TOL) -> SimplexMesh:
-    """Legacy ASCII VTK POLYDATA with POLYGONS (VTK 5.1 or the older count-prefixed form)."""
+    """Legacy ASCII VTK POLYDATA with POLYGONS (VTK 5.1 or the older count-prefixed form).
+
+    The file's tokens are what ``str.split()`` separates after its three header lines, and a section
+    is found by its keyword's first token in any case.  Numbers are read where they lie in the bytes
+    (:class:`_PolydataText`), never one Python object per token, so a file of millions of polygons
+    reads at the speed of NumPy's parser.
+    """
     path = Path(path)
     where = f"mesh file '{path}'"
     try:
-        text = path.read_text(encoding="ascii", errors="strict")
-    except UnicodeDecodeError as exc:
-        raise MeshError(f"{where}: not an ASCII legacy VTK file (byte 0x{exc.object[exc.start]:02x} at offset "
-                        f"{exc.start})") from None
+        data = path.read_bytes()
     except OSError as exc:
         raise MeshError(f"{where} cannot be read ({one_line(exc)})") from None
-    lines = text.splitlines()
-    if not lines:
+    if not data.isascii():
+        offset = int(np.argmax(np.frombuffer(data, dtype=np.uint8) >= 0x80))
+        raise MeshError(f"{where}: not an ASCII legacy VTK file (byte 0x{data[offset]:02x} at offset {offset})")
+    if not data:
         raise MeshError(f"{where}: the file is empty")
-    if not lines[0].startswith("# vtk DataFile"):
-        raise MeshError(f"{where}: not a legacy VTK file (its first line is {lines[0][:40]!r}, "
+    header, body = [], 0  # the first three lines, as str.splitlines() cuts them, and where the rest begins
+    for line_break in itertools.islice(_LINE_BREAK.finditer(data), 3):
+        header.append(data[body:line_break.start()].decode("ascii"))
+        body = line_break.end()
+    first = header[0] if header else data[:64].decode("ascii")
+    if not first.startswith("# vtk DataFile"):
+        raise MeshError(f"{where}: not a legacy VTK file (its first line is {first[:40]!r}, "
                         "not '# vtk DataFile Version ...')")
-    if len(lines) < 4:
-        raise MeshError(f"{where}: truncated header ({len(lines)} lines, a legacy VTK header has 4)")
-    if lines[2].strip().upper() != "ASCII":
-        raise MeshError(f"{where}: only ASCII legacy VTK is supported (found {lines[2].strip()[:40]!r})")
-    tokens = " ".join(lines[3:]).split()
-    upper = [t.upper() for t in tokens]
-
-    def find(word: str) -> int:
-        try:
-            return upper.index(word)
-        except ValueError:
-            raise MeshError(f"{where}: no {word} section") from None
-
-    def count(position: int, what: str) -> int:
-        """The non-negative integer at ``tokens[position]``, a size announced by a section header."""
-        try:
-            value = int(tokens[position])
-        except (IndexError, ValueError):
-            raise MeshError(f"{where}: malformed {what} line") from None
-        if value < 0:
-            raise MeshError(f"{where}: {what} announces {value} values")
-        return value
-
-    def numbers(start: int, n: int, dtype: type, what: str) -> np.ndarray:
-        chunk = tokens[start:start + n]
-        keyword = next((k for k, t in enumerate(chunk) if t[:1].isalpha() and t.upper() not in ("NAN", "INF")), None)
-        if keyword is not None:
-            raise MeshError(f"{where}: truncated {what}: {n} values announced, {keyword} found "
-                            f"before {chunk[keyword][:40]!r}")
-        if len(chunk) < n:
-            raise MeshError(f"{where}: truncated {what}: {n} values announced, {len(chunk)} found")
-        try:
-            return np.array(chunk, dtype=dtype)
-        except (ValueError, OverflowError):
-            bad = next(t for t in chunk if not _is_number(t, dtype))
-            kind = "an integer index" if dtype is np.int64 else "a number"
-            raise MeshError(f"{where}: {what}: {bad[:40]!r} is not {kind}") from None
+    if len(header) < 3 or body == len(data):
+        n_lines = len(header) + (body < len(data))
+        raise MeshError(f"{where}: truncated header ({n_lines} lines, a legacy VTK header has 4)")
+    if header[2].strip().upper() != "ASCII":
+        raise MeshError(f"{where}: only ASCII legacy VTK is supported (found {header[2].strip()[:40]!r})")
+    text = _PolydataText(data, body, where)
 
     for kind in ("LINES", "VERTICES", "TRIANGLE_STRIPS"):
-        if kind in upper:
-            i = upper.index(kind)
-            if i + 1 < len(tokens) and tokens[i + 1].isdigit() and int(tokens[i + 1]) > 0:
+        at = text.find(kind)
+        if at is not None:
+            size, _ = text.tokens(at, 1)
+            if size and size[0].isdigit() and int(size[0]) > 0:
                 raise MeshError(f"{where}: unsupported cell type {kind} in POLYDATA (only POLYGONS are read)")
-    i = find("POINTS")
-    n_points = count(i + 1, "POINTS")
-    pts = numbers(i + 3, 3 * n_points, np.float64, "POINTS").reshape(-1, 3)
-    j = find("POLYGONS")
-    n_first, n_second = count(j + 1, "POLYGONS"), count(j + 2, "POLYGONS")
-    if j + 3 < len(tokens) and upper[j + 3] == "OFFSETS":
-        offsets = numbers(j + 5, n_first, np.int64, "OFFSETS")
-        k = j + 5 + n_first
-        if k >= len(tokens) or upper[k] != "CONNECTIVITY":
+    header_words, at = text.tokens(text.section("POINTS"), 2)  # the count and the type
+    n_points = text.count(header_words, 0, "POINTS")
+    pts, _ = text.numbers(at, 3 * n_points, np.float64, "POINTS")
+    pts = pts.reshape(-1, 3)
+    header_words, at = text.tokens(text.section("POLYGONS"), 2)
+    n_first, n_second = text.count(header_words, 0, "POLYGONS"), text.count(header_words, 1, "POLYGONS")
+    following, after = text.tokens(at, 1)
+    if following and following[0].upper() == "OFFSETS":
+        _, at = text.tokens(after, 1)  # the type
+        offsets, at = text.numbers(at, n_first, np.int64, "OFFSETS")
+        following, at = text.tokens(at, 1)
+        if not following or following[0].upper() != "CONNECTIVITY":
             raise MeshError(f"{where}: CONNECTIVITY must follow the {n_first} OFFSETS values")
-        conn = numbers(k + 2, n_second, np.int64, "CONNECTIVITY")
+        _, at = text.tokens(at, 1)  # the type
+        conn, _ = text.numbers(at, n_second, np.int64, "CONNECTIVITY")
         if len(offsets) == 0 or offsets[0] != 0 or (np.diff(offsets) < 0).any() or offsets[-1] != len(conn):
             raise MeshError(f"{where}: OFFSETS must increase from 0 to {len(conn)} (the CONNECTIVITY length)")
     else:
-        values = numbers(j + 3, n_second, np.int64, "POLYGONS")
+        values, _ = text.numbers(at, n_second, np.int64, "POLYGONS")
         if n_first > len(values):  # every polygon takes at least its vertex count
             raise MeshError(f"{where}: POLYGONS announces {n_first} polygons in {len(values)} values")
         offsets, conn = count_prefixed_to_csr(values, n_first)
@@ -181,6 +166,155 @@ def read_vtk_polydata(path: str | os.PathLike, *, merge_tol: float = MERGE_TOL) 
     if np.abs(z).max(initial=0.0) > 0:
         raise MeshError(f"{where}: polygon meshes must lie in the plane z = 0 (max |z| = {np.abs(z).max():.3e})")
     return polygon_mesh(pts[:, :2], offsets, conn, source=str(path), merge_tol=merge_tol)
+
+
+#: what str.split() separates tokens by, and where str.splitlines() ends a line, among ASCII bytes
+_SPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
+_LINE_BREAK = re.compile(rb"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e]")
+_TOKEN = re.compile(rb"[^ \t\n\r\x0b\x0c\x1c-\x1f]+")
+
+
+def _byte_class(members: bytes) -> np.ndarray:
+    """A table of the 256 byte values, True for ``members``."""
+    table = np.zeros(256, dtype=bool)
+    table[np.frombuffer(members, dtype=np.uint8)] = True
+    return table
+
+
+_IS_SPACE = _byte_class(_SPACE)
+_IS_LETTER = _byte_class(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_IS_DIGIT = _byte_class(b"0123456789")
+#: the bytes of a section that np.fromstring reads as int() and float() read each token (with the checks in
+#: _PolydataText.parsed): C's whitespace, digits, signs, and the point and exponent of a float
+_PARSED_BYTES = {np.int64: _byte_class(b"0123456789+- \t\n\r\x0b\x0c"),
+                 np.float64: _byte_class(b"0123456789+-.eE \t\n\r\x0b\x0c")}
+
+
+class _PolydataText:
+    """The tokens of a legacy VTK file after its header, read in place: offsets into the file's bytes.
+
+    A section of n numbers runs from an offset to the (n + 1)-th token after it, or to the first token
+    that begins with a letter (the next keyword), or to the end of the file; NumPy finds that end over
+    the bytes and parses the section at once.  Tokens that NumPy's parser would read differently from
+    ``int()`` and ``float()`` (a bare sign, ``nan``, an integer past 64 bits, ``1_000``) send the section
+    to a reading token by token, which also names the token that is not a number.
+    """
+
+    def __init__(self, data: bytes, body: int, where: str):
+        self.data, self.body, self.where = data, body, where
+        self.bytes = np.frombuffer(data, dtype=np.uint8)
+        self.upper = data.upper()
+
+    def find(self, word: str) -> int | None:
+        """The offset just past the first token that is ``word`` in any case; None where there is none."""
+        key, size = word.encode("ascii"), len(self.data)
+        at = self.upper.find(key, self.body)
+        while at >= 0:  # the byte before ``body`` ends a line, so it is a space too
+            end = at + len(key)
+            if self.data[at - 1] in _SPACE and (end == size or self.data[end] in _SPACE):
+                return end
+            at = self.upper.find(key, at + 1)
+        return None
+
+    def section(self, word: str) -> int:
+        """The offset just past the keyword ``word`` of a section the file must have."""
+        at = self.find(word)
+        if at is None:
+            raise MeshError(f"{self.where}: no {word} section")
+        return at
+
+    def tokens(self, at: int, k: int) -> tuple[list[str], int]:
+        """The (up to) ``k`` tokens after offset ``at``, and the offset past them (the end of the file
+        where there are fewer)."""
+        found = list(itertools.islice(_TOKEN.finditer(self.data, at), k))
+        end = found[-1].end() if 0 < len(found) == k else len(self.data)
+        return [m.group().decode("ascii") for m in found], end
+
+    def count(self, words: list[str], i: int, what: str) -> int:
+        """The non-negative integer ``words[i]``, a size announced by a section header."""
+        try:
+            value = int(words[i])
+        except (IndexError, ValueError):
+            raise MeshError(f"{self.where}: malformed {what} line") from None
+        if value < 0:
+            raise MeshError(f"{self.where}: {what} announces {value} values")
+        return value
+
+    def numbers(self, at: int, n: int, dtype: type, what: str) -> tuple[np.ndarray, int]:
+        """The ``n`` numbers after offset ``at``, and the offset past them."""
+        end, found = self.extent(at, n)
+        if found < n:
+            if end == len(self.data):
+                raise MeshError(f"{self.where}: truncated {what}: {n} values announced, {found} found")
+            word = self.tokens(end, 1)[0][0]
+            if word.upper() not in ("NAN", "INF"):
+                raise MeshError(f"{self.where}: truncated {what}: {n} values announced, {found} found "
+                                f"before {word[:40]!r}")
+            return self.numbers_one_by_one(at, n, dtype, what)
+        values = self.parsed(self.data[at:end], n, dtype)
+        if values is None:
+            return self.numbers_one_by_one(at, n, dtype, what)
+        return values, end
+
+    def extent(self, at: int, n: int) -> tuple[int, int]:
+        """Where the numbers after ``at`` end: the start of the (n + 1)-th token, of the first token that
+        begins with a letter, or the end of the file, whichever comes first; and the tokens before it."""
+        size, window = len(self.data), 16 * n + 256
+        while True:
+            stop = min(size, at + window)
+            chunk = self.bytes[at:stop]
+            space = _IS_SPACE[chunk]
+            begins = ~space
+            begins[1:] &= space[:-1]
+            letter = begins & _IS_LETTER[chunk]
+            cut = int(np.argmax(letter)) if letter.any() else len(chunk)
+            found = int(np.count_nonzero(begins[:cut]))
+            if found > n:
+                return at + int(np.flatnonzero(begins[:cut])[n]), n
+            if cut < len(chunk) or stop == size:
+                return at + cut, found
+            window *= 2
+
+    @staticmethod
+    def parsed(section: bytes, n: int, dtype: type) -> np.ndarray | None:
+        """The ``n`` numbers of ``section`` parsed by NumPy, where that is provably what ``int()`` or
+        ``float()`` make of each token; None elsewhere."""
+        if n == 0:
+            return np.empty(0, dtype=dtype)
+        chars = np.frombuffer(section, dtype=np.uint8)
+        if not _PARSED_BYTES[dtype][chars].all():
+            return None
+        if dtype is np.int64:  # np.fromstring reads a sign without digits as 0
+            sign = np.flatnonzero((chars == ord("+")) | (chars == ord("-")))
+            if len(sign) and (sign[-1] == len(chars) - 1 or not _IS_DIGIT[chars[sign + 1]].all()):
+                return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)  # np.fromstring stopped before the end
+            try:
+                values = np.fromstring(section, dtype=dtype, sep=" ")
+            except (ValueError, DeprecationWarning):
+                return None
+        if len(values) != n:
+            return None
+        if dtype is np.int64 and ((values >= 10**18) | (values <= -10**18)).any():
+            return None  # np.fromstring saturates past 64 bits, where int() overflows
+        return values
+
+    def numbers_one_by_one(self, at: int, n: int, dtype: type, what: str) -> tuple[np.ndarray, int]:
+        """:meth:`numbers` token by token, for the sections NumPy's parser cannot be trusted with."""
+        chunk, end = self.tokens(at, n)
+        keyword = next((k for k, t in enumerate(chunk) if t[:1].isalpha() and t.upper() not in ("NAN", "INF")), None)
+        if keyword is not None:
+            raise MeshError(f"{self.where}: truncated {what}: {n} values announced, {keyword} found "
+                            f"before {chunk[keyword][:40]!r}")
+        if len(chunk) < n:
+            raise MeshError(f"{self.where}: truncated {what}: {n} values announced, {len(chunk)} found")
+        try:
+            return np.array(chunk, dtype=dtype), end
+        except (ValueError, OverflowError):
+            bad = next(t for t in chunk if not _is_number(t, dtype))
+            kind = "an integer index" if dtype is np.int64 else "a number"
+            raise MeshError(f"{self.where}: {what}: {bad[:40]!r} is not {kind}") from None
 
 
 def _is_number(token: str, dtype: type) -> bool:
