@@ -115,6 +115,16 @@ def test_loads_alone_from_a_kept_assembler():
     every, none_ = load(np.ones_like(faces)), load(np.zeros_like(faces))
     assert np.abs(load(faces) - every).max() > 1e-3 * np.abs(every).max()
     np.testing.assert_allclose(load(faces) + load(~faces), every + none_, rtol=0, atol=1e-13 * np.abs(every).max())
+    # and the mask names the faces taken in: an element whose boundary faces are all left out gets no boundary term
+    mesh = space.mesh
+    on_boundary = mesh.face_elements[:, 1] < 0
+    owner = mesh.face_elements[on_boundary, 0]
+    taken = np.bincount(owner, weights=faces[on_boundary], minlength=mesh.n_elements)
+    left_out = np.flatnonzero((taken == 0) & (np.bincount(owner, minlength=mesh.n_elements) > 0))
+    assert len(left_out) > 0
+    rows = np.concatenate([np.arange(space.dof_offsets[e], space.dof_offsets[e + 1]) for e in left_out])
+    np.testing.assert_allclose(load(faces)[rows], none_[rows], rtol=0, atol=1e-13 * np.abs(every).max())
+    assert np.abs(every[rows] - none_[rows]).max() > 1e-3 * np.abs(every).max()  # they do have boundary terms
     with pytest.raises(OptionError, match="load_boundary_faces is for the load alone"):
         kept.assemble(problem)
 

@@ -249,6 +249,35 @@ def test_a_rank_killed_mid_assembly_ends_every_rank(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+FAILING_MARCH = '''
+import dataclasses, os, signal, time
+from polydg.problem import builtin_problem
+
+base = builtin_problem("paper-2d1")
+
+def source(x):
+    if os.environ.get("PMI_RANK") == "1" and len(x) > 100 and x[:, -1].min() > 0.5:  # the third slab's assembly
+        time.sleep(2)  # rank 0 waits for it meanwhile
+        os.kill(os.getpid(), signal.SIGTERM)
+    return base.source(x)
+
+PROBLEM = dataclasses.replace(base, source=source, name="failing-march")
+'''
+
+
+def test_a_rank_ended_mid_march_leaves_no_staged_output(tmp_path):
+    # rank 0 stages --output before the march and writes each slab's file there; a rank ended by a signal while
+    # rank 0 waits for it ends the job, and rank 0 unwinds first, removing the staging folder (and the new DIR).
+    # (A SIGKILL cannot be cleaned up after: mpiexec kills the other ranks too; the next run removes it.)
+    (tmp_path / "failing.py").write_text(FAILING_MARCH)
+    r = mpiexec(2, "-m", "polydg.assemble", "--problem", str(tmp_path / "failing.py") + ":PROBLEM", "--mesh",
+                "square:8", "--agglomerate", "16", "--degree", "1", "--time-slabs", "4", "--output", tmp_path / "out",
+                timeout=90)
+    assert r.returncode == 128 + 15, (r.returncode, r.stderr)
+    assert "rank 1" in r.stderr and "slab 2/4" in r.stderr, r.stderr  # two slabs were written before the signal
+    assert not (tmp_path / "out").exists(), sorted(p.name for p in (tmp_path / "out").rglob("*"))
+
+
 def test_the_single_process_path_runs_without_mpi4py(tmp_path):
     # mpi4py made unimportable: one process assembles as before, and says nothing about MPI
     code = ("import sys; sys.modules['mpi4py'] = None; from polydg.assemble import main; "

@@ -213,6 +213,23 @@ def test_degree_1_is_radau_iia_at_the_slab_ends(space_mesh):
     np.testing.assert_allclose(values, expected, rtol=1e-12)
 
 
+def test_a_basis_table_of_some_columns_is_those_columns_of_the_whole_table(space_mesh):
+    from polydg.space import DGSpace
+    from polydg.spacetime.slab_state import basis_matrix
+
+    mesh = slab_mesh(space_mesh, 0.0, 0.5)
+    space = DGSpace(mesh, np.random.default_rng(3).integers(1, 3, mesh.n_elements))
+    rng = np.random.default_rng(4)
+    elements = np.sort(rng.integers(0, mesh.n_elements, 50))
+    y = mesh.bbox_min[elements] + rng.uniform(0, 1, (50, 3)) * (mesh.bbox_max - mesh.bbox_min)[elements]
+    whole = basis_matrix(space, y, elements)
+    assert whole.shape == (50, space.n_dofs) and np.array_equal(np.diff(whole.indptr), space.element_dofs[elements])
+    a, b = int(space.dof_offsets[elements[0]]), int(space.dof_offsets[elements[-1] + 1])
+    part = basis_matrix(space, y, elements, slice(a, b))
+    assert part.shape == (50, b - a) and np.array_equal(part.toarray(), whole.toarray()[:, a:b])
+    assert basis_matrix(space, y[:0], elements[:0]).shape == (0, space.n_dofs)  # no point: an empty table
+
+
 @pytest.mark.parametrize("mesh_name,problem_name,n_slabs,steps", [("space_mesh", "paper-2d1", 3, "1:3"),
                                                                    ("cube_mesh", "paper-3d1", 2, None)])
 def test_a_tiny_memory_budget_marches_chunk_by_chunk_to_the_same_solution(request, mesh_name, problem_name,

@@ -99,7 +99,7 @@ def solve_and_say(result, method: str, space, say, problem=None, options=None) -
     from ..assembly.memory import check_direct_solve
     from ..backend import to_host
     from ..errors import NonFiniteError, PolyDGError, capture_output
-    from ..solve import solve
+    from ..solve import SolverError, solve
 
     if method == "direct" and sp.issparse(result.matrix):
         check_direct_solve(result.matrix, space.mesh.dim)
@@ -135,6 +135,8 @@ def solve_and_say(result, method: str, space, say, problem=None, options=None) -
     if cause.startswith("the values overflow") or largest > HUGE:  # the cause first, the solver's advice dropped
         raise NonFiniteError(f"{cause}; {getattr(failure, 'failure', failure)}{printed}") from failure
     if printed:
+        if isinstance(failure, SolverError):  # what the solver printed belongs to the failure, before the advice
+            raise SolverError(f"{failure.failure}{printed}", advice=failure.advice) from failure
         try:
             raise type(failure)(f"{failure}{printed}") from failure
         except TypeError:  # an exception that takes other arguments: as it is

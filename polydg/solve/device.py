@@ -82,7 +82,7 @@ def solve_on_device(matrix: Any, rhs: Any, method: str = "direct", *, xp: Any, s
         x = sparse_linalg.spsolve(A.tocsr(), b)
         info.update(solver="spsolve", symmetric=symmetric)
         if not bool(xp.isfinite(x).all()):
-            raise SolverError("direct solve produced non-finite values (singular matrix?)")
+            raise SolverError("direct solve produced non-finite values", advice="is the matrix singular?")
     else:
         if symmetric is None:
             symmetric = is_symmetric_on(xp, A)
@@ -124,8 +124,9 @@ def solve_on_device(matrix: Any, rhs: Any, method: str = "direct", *, xp: Any, s
         if status != 0 or not bool(xp.isfinite(x).all()):
             raise SolverError(f"iterative solve on the device ({info['solver']}) did not converge in "
                               f"{info['iterations']} iterations: relative residual "
-                              f"{residual(xp.nan_to_num(x)):.3e} > tol {tol:g}; try the direct solve "
-                              f"(method='direct', --solve direct) or the host's AMG (to_host=True, --to-host)")
+                              f"{residual(xp.nan_to_num(x)):.3e} > tol {tol:g}",
+                              advice="try the direct solve (--solve direct; method='direct') or the host's AMG "
+                                     "(--to-host; to_host=True)")
     info["residual"] = residual(x)
     info["seconds"] = time.perf_counter() - start
     return x, info

@@ -164,8 +164,8 @@ def _factorise(A: sp.csr_matrix, ordering: str, block_sizes: np.ndarray | None) 
     except RuntimeError:  # SuperLU: "Factor is exactly singular"
         return None
     except MemoryError as exc:
-        raise SolverError(f"direct solve ran out of memory factorising {A.shape[0]:,} dofs (nnz {A.nnz:,}); "
-                          f"try the iterative solve (method='iterative', --solve iterative)") from exc
+        raise SolverError(f"direct solve ran out of memory factorising {A.shape[0]:,} dofs (nnz {A.nnz:,})",
+                          advice="try the iterative solve (--solve iterative; method='iterative')") from exc
 
 
 __all__ = ["ORDERINGS", "Factorisation", "direct_solve", "element_graph", "nested_dissection"]

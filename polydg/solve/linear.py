@@ -172,10 +172,10 @@ def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "auto", *, symmetr
                 if reason is None or not direct_fits(n, A.nnz, bool(symmetric), space, shape_blocks):
                     raise
                 if progress is not None:
-                    progress(f"{exc}; solving directly instead")
+                    progress(f"{exc.failure}; solving directly instead")
                 method = "direct"
                 x, info = direct_solve(A, b, ordering, block_sizes, progress)
-                info.update(symmetric=bool(symmetric), fallback=f"{exc}; solved directly instead")
+                info.update(symmetric=bool(symmetric), fallback=f"{exc.failure}; solved directly instead")
     info = {"method": method, "iterations": 0, **info}
     if heard:
         info["numerics"] = "; ".join(heard)

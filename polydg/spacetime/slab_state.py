@@ -67,7 +67,7 @@ def basis_matrix(space: DGSpace, y: np.ndarray, elements: np.ndarray, dofs: slic
     indptr = np.zeros(len(y) + 1, dtype=np.int64)
     np.cumsum(width, out=indptr[1:])
     degrees = np.unique(degree)
-    if len(degrees) > 1:
+    if len(degrees) != 1:  # several degrees (or no point): filled degree by degree
         data, indices = np.empty(indptr[-1]), np.empty(indptr[-1], dtype=np.int64)
     for p in degrees:  # one tabulation per degree present
         r = np.flatnonzero(degree == p) if len(degrees) > 1 else slice(None)
@@ -85,12 +85,11 @@ def basis_matrix(space: DGSpace, y: np.ndarray, elements: np.ndarray, dofs: slic
 
 @dataclass
 class Chunk:
-    """Spatial elements ``elements`` (a range) of the slab state: their plane points ``points`` (increasing,
-    on the host and in the state's arrays as ``at``) and the slab dofs ``dofs`` of all their steps."""
+    """A run of spatial elements of the slab state: their plane points ``points`` and the slab dofs ``dofs``
+    of all their steps (both ranges: the rule's points, like the mesh's sub-simplices, go element by
+    element)."""
 
-    elements: slice
-    points: np.ndarray
-    at: Any
+    points: slice
     dofs: slice
 
 
@@ -134,14 +133,14 @@ class Factorisation:
             try:
                 self.lu = self.linalg.splu(A.tocsc())
             except RuntimeError as exc:
-                raise SolverError(f"direct solve failed: {exc} (is the matrix singular?)") from exc
+                raise SolverError(f"direct solve failed: {exc}", advice="is the matrix singular?") from exc
             self.count, solver = self.count + 1, "splu"
         else:  # the device, a matrix not expected back: factorise and solve in one call
             self.lu, self.count, solver = None, self.count + 1, "spsolve"
         x = self.lu.solve(b) if solver == "splu" else self.linalg.spsolve(A.tocsr(), b)
         self.matrix = A
         if not bool(self.xp.isfinite(x).all()):
-            raise SolverError("direct solve produced non-finite values (singular matrix?)")
+            raise SolverError("direct solve produced non-finite values", advice="is the matrix singular?")
         return x, {"method": "direct", "solver": solver, "reused_factorisation": reused, "device": self.on_device,
                    "seconds": time.perf_counter() - start}
 
@@ -169,8 +168,9 @@ class SlabState:
         self.memory_budget_mb = float(memory_budget_mb)
         self.x, self.weights = xp.asarray(rule.x), xp.asarray(rule.weights)
         n_space = len(offsets) - 1
-        # the plane points by spatial element: those of elements a:b are by_element[first[a]:first[b]]
-        self.by_element = np.argsort(rule.elements, kind="stable").astype(np.int64)
+        # the plane points of spatial elements a:b are first[a]:first[b] (the rule goes element by element)
+        if len(rule.elements) > 1 and (np.diff(rule.elements) < 0).any():
+            raise ValueError("the time-plane rule's points are not grouped by element")
         self.first = np.zeros(n_space + 1, dtype=np.int64)
         np.cumsum(np.bincount(rule.elements, minlength=n_space), out=self.first[1:])
         self.factorisation = Factorisation(xp, self.linalg, self.on_device)
@@ -217,9 +217,9 @@ class SlabState:
             cuts.append(max(int(np.searchsorted(cum, base + budget, side="right")), cuts[-1] + 1))
         chunks = []
         for a, b in zip(cuts[:-1], cuts[1:]):
-            points = np.sort(self.by_element[self.first[a]:self.first[b]])
+            points = slice(int(self.first[a]), int(self.first[b]))
             dofs = slice(int(space.dof_offsets[self.offsets[a]]), int(space.dof_offsets[self.offsets[b]]))
-            chunks.append(Chunk(slice(a, b), points, self.xp.asarray(points), dofs))
+            chunks.append(Chunk(points, dofs))
         return chunks
 
     def _table(self, kind: str, chunk: Chunk) -> Any:
@@ -254,7 +254,7 @@ class SlabState:
         wg = self.weights * g
         load = self.xp.array(rhs, dtype=np.float64)  # a copy: the assembly's rhs may serve the next slab
         for chunk, bottom_t in self._tables("bottom"):
-            load[chunk.dofs] += bottom_t @ wg[chunk.at]
+            load[chunk.dofs] += bottom_t @ wg[chunk.points]
         return load
 
     def solve(self, matrix: Any, load: Any, method: str, known_unchanged: bool, expect_reuse: bool
@@ -272,7 +272,7 @@ class SlabState:
         """Keep the slab solution's trace at its top, u(x_q, t_n^-): the next slab's bottom data."""
         trace = self.xp.empty(len(self.x))
         for chunk, top in self._tables("top"):
-            trace[chunk.at] = top @ u[chunk.dofs]
+            trace[chunk.points] = top @ u[chunk.dofs]
         self.trace = trace
 
     def error_squared_over_slab(self, u: Any, t0: float, t1: float) -> float:
