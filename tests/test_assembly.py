@@ -349,6 +349,27 @@ def test_classical_penalty_is_the_formula_and_boundary_vertices_are_distinct():
             assert np.array_equal(vertices[offsets[e]:offsets[e + 1]], on_boundary)
 
 
+def test_the_diffusion_bound_is_the_same_in_chunks_of_any_number_of_points():
+    # a_K, the largest row sum of A over K's quadrature points, taken in chunks bounded by points (not by
+    # sub-simplices: a high-degree rule has thousands of points per simplex)
+    from polydg.assembly.penalty import diffusion_bound
+    from polydg.assembly.points import point_counts, point_ranges
+    from polydg.quadrature import default_degree
+
+    problem = builtin_problem("change-of-type", 2)
+    degree = np.random.default_rng(5).integers(1, 4, MESH_2D.n_elements)
+    whole = diffusion_bound(MESH_2D, problem, degree, 1)
+    assert whole.min() >= 0 and whole.max() > 0
+    q = default_degree(degree[MESH_2D.simplex_element], 1)
+    counts = point_counts(2, q)
+    for max_points in (1, 7, 100):
+        assert np.array_equal(diffusion_bound(MESH_2D, problem, degree, 1, max_points=max_points), whole)
+        ranges = point_ranges(2, q, max_points)
+        assert ranges[0].start == 0 and ranges[-1].stop == len(q)
+        assert all(a.stop == b.start for a, b in zip(ranges, ranges[1:]))
+        assert all(counts[r].sum() <= max_points or r.stop - r.start == 1 for r in ranges)
+
+
 PENALTY_SIGNATURES = """
 import json
 import sys

@@ -53,7 +53,7 @@ from ..mesh.polytopic import PolytopicMesh
 from ..problem.data import PointLocation
 from ..quadrature import default_degree
 from ..threads import parallel_range, range_kernel
-from .points import simplex_points
+from .points import point_ranges, simplex_points
 
 PENALTY_KINDS = ("paper", "classical")
 
@@ -69,10 +69,8 @@ def diffusion_bound(mesh: PolytopicMesh, problem, degree: np.ndarray, extra: int
         return np.full(n_el, float(np.abs(A).sum(axis=1).max()))
     bound = np.zeros(n_el)
     q = default_degree(degree[mesh.simplex_element], extra)
-    s = 0
-    step = max(1, max_points // 64)
-    while s < mesh.n_simplices:  # chunks of sub-simplices bound the memory
-        e = min(s + step, mesh.n_simplices)
+    for chunk in point_ranges(mesh.dim, q, max_points):  # chunks of sub-simplices bound the memory
+        s, e = chunk.start, chunk.stop
         batch = simplex_points(mesh.points, mesh.simplex_volume[s:e], q[s:e], cells=mesh.simplices[s:e])
         A = problem.diffusion_values_at(batch.x, where=_where(mesh, s, e, batch.offsets) if problem.located else None)
         g = row_sum_bound(A)
@@ -80,7 +78,6 @@ def diffusion_bound(mesh: PolytopicMesh, problem, degree: np.ndarray, extra: int
             g = np.full(batch.n_points, g[0])
         per_simplex = np.maximum.reduceat(g, batch.offsets[:-1])
         np.maximum.at(bound, mesh.simplex_element[s:e], per_simplex)
-        s = e
     return bound
 
 

@@ -60,6 +60,23 @@ def point_counts(dim: int, degrees: np.ndarray) -> np.ndarray:
     return table[degrees]
 
 
+def point_ranges(dim: int, degrees: np.ndarray, max_points: int) -> list[slice]:
+    """Runs of consecutive ``dim``-simplices (rules of ``degrees``, one per simplex) whose points number at
+    most ``max_points``, one simplex at least: chunks bounded by points, whatever the rules' sizes.
+
+    >>> [(r.start, r.stop) for r in point_ranges(2, np.array([1, 1, 3, 3, 3]), 6)]  # rules of 1 and 4 points
+    [(0, 3), (3, 4), (4, 5)]
+    """
+    cum = np.cumsum(point_counts(dim, degrees))
+    ranges, start = [], 0
+    while start < len(cum):  # one pass per chunk
+        base = int(cum[start - 1]) if start else 0
+        stop = max(int(np.searchsorted(cum, base + max_points, side="right")), start + 1)
+        ranges.append(slice(start, stop))
+        start = stop
+    return ranges
+
+
 def face_point_loads(face_elements: np.ndarray, face_rule: np.ndarray, n_elements: int, dim: int,
                      per_face_extra: int = 0) -> np.ndarray:
     """(n_elements,) int64: the quadrature points of each element's faces, a face counted for each of its

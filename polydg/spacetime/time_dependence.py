@@ -26,7 +26,7 @@ import hashlib
 import numpy as np
 
 from ..assembly.plan import face_rule_degrees
-from ..assembly.points import simplex_points
+from ..assembly.points import point_ranges, simplex_points
 from ..problem import Problem
 from ..quadrature import default_degree
 from ..space import DGSpace
@@ -35,8 +35,8 @@ from ..space import DGSpace
 MATRIX_COEFFICIENTS = ("diffusion", "advection", "reaction", "is_neumann")
 #: the attributes that only the load reads
 LOAD_DATA = ("source", "dirichlet", "neumann")
-#: sub-simplices (faces) per evaluation: bounds the points held at once
-FINGERPRINT_CHUNK = 65_536
+#: quadrature points per evaluation: bounds the memory held at once, whatever the rules' sizes
+FINGERPRINT_POINTS = 2**21
 
 
 def matrix_coefficients_constant(problem: Problem) -> bool:
@@ -70,8 +70,7 @@ class CoefficientFingerprint:
         volume = [n for n in ("diffusion", "advection", "reaction") if n in self.names]
         if volume:
             q = default_degree(rule, self.extra)[mesh.simplex_element]
-            for s in range(0, mesh.n_simplices, FINGERPRINT_CHUNK):
-                cut = slice(s, min(s + FINGERPRINT_CHUNK, mesh.n_simplices))
+            for cut in point_ranges(mesh.dim, q, FINGERPRINT_POINTS):
                 x = simplex_points(mesh.points, mesh.simplex_volume[cut], q[cut], cells=mesh.simplices[cut]).x
                 for name in volume:
                     digest.update(np.ascontiguousarray(getattr(slab, f"{name}_at")(x)).tobytes())
@@ -80,8 +79,7 @@ class CoefficientFingerprint:
         if faces or neumann:
             q = face_rule_degrees(rule, mesh.face_elements, self.extra)
             boundary = mesh.face_elements[:, 1] < 0
-            for f in range(0, mesh.n_faces, FINGERPRINT_CHUNK):
-                cut = slice(f, min(f + FINGERPRINT_CHUNK, mesh.n_faces))
+            for cut in point_ranges(mesh.dim - 1, q, FINGERPRINT_POINTS):
                 batch = simplex_points(mesh.points, mesh.face_measure[cut], q[cut], cells=mesh.face_vertices[cut])
                 for name in faces:
                     digest.update(np.ascontiguousarray(getattr(slab, f"{name}_at")(batch.x)).tobytes())
