@@ -8,6 +8,7 @@ failures that must end every rank.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -340,6 +341,68 @@ def test_space_time_march_on_ranks_gives_the_one_process_slabs(tmp_path, n, extr
     # paper-2d1's matrix is kept after slab 1: the ranks assemble their rows of the load alone, and the
     # last slab's load (in --output) is the one process's
     assert s1["assembled_per_slab"] == s2["assembled_per_slab"] == ["matrix+load", "load", "load"]
+
+
+MARCH_SCRIPT = '''
+import json, sys
+import numpy as np
+from mpi4py import MPI
+import polydg.distributed.assembly as distributed
+from polydg.distributed.spacetime import SlabAssembler, follow_march
+from polydg.mesh import from_spec
+from polydg.partition import agglomerate
+from polydg.problem import builtin_problem
+from polydg.spacetime import march
+
+comm = MPI.COMM_WORLD
+problem = builtin_problem("paper-2d1", 2)
+mesh = agglomerate(from_spec("square:8"), 20)
+NODES = [0.0, 0.25, 0.5, 0.6, 0.7, 0.95, 1.2]  # lengths 0.25, 0.25, 0.1, 0.1, 0.25, 0.25: three slab meshes
+CASES = {"load-only": {}, "matrix-every-slab": dict(coefficients_free_of_t=False, space_time_basis="PQ",
+                                                    local_steps=np.random.default_rng(0).integers(1, 3, mesh.n_elements))}
+report = {}
+for name, kwargs in CASES.items():
+    if comm.rank != 0:
+        follow_march(comm, problem, 2)
+        continue
+    calls = []
+    hand_out_parts = distributed.hand_out_parts
+    distributed.hand_out_parts = lambda *a, **k: calls.append(1) or hand_out_parts(*a, **k)
+    assembler = SlabAssembler(comm, problem, 2)
+    ranked, alone = [], []
+    try:
+        many = march(mesh, problem, 1, NODES, assembler=assembler, on_slab=lambda s, u, t: ranked.append(u.copy()),
+                     **kwargs)
+    except BaseException as error:
+        assembler.done(error)
+        raise
+    assembler.done()
+    distributed.hand_out_parts = hand_out_parts
+    one = march(mesh, problem, 1, NODES, on_slab=lambda s, u, t: alone.append(u.copy()), **kwargs)
+    report[name] = {"hand_out_parts": len(calls), "hand_outs": assembler.hand_outs,
+                    "assembled": many.info["assembled_per_slab"], "one": one.info["assembled_per_slab"],
+                    "solutions": [bool(np.array_equal(a, b)) for a, b in zip(ranked, alone)],
+                    "last": bool(np.array_equal(many.assembly.rhs, one.assembly.rhs)
+                                 and (many.assembly.matrix != one.assembly.matrix).nnz == 0),
+                    "errors": many.errors == one.errors}
+if comm.rank == 0:
+    open(sys.argv[1], "w").write(json.dumps(report))
+'''
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_march_hands_out_parts_once_per_slab_mesh_and_gives_the_one_process_slabs(tmp_path, n):
+    # slabs of one length are one slab mesh moved in time: the ranks move their parts, bit for bit a hand-out's
+    script = tmp_path / "march_parts.py"
+    script.write_text(MARCH_SCRIPT)
+    r = mpiexec(n, script, tmp_path / "report.json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    expected = {"load-only": ["matrix+load", "load"] * 3, "matrix-every-slab": ["matrix+load"] * 6}
+    for name, got in report.items():
+        assert got["hand_out_parts"] == got["hand_outs"] == 3  # slabs 1, 3 and 5: each a new slab mesh
+        assert got["assembled"] == got["one"] == expected[name]
+        assert got["solutions"] == [True] * 6 and got["last"] and got["errors"]
 
 
 PETSC_SCRIPT = '''

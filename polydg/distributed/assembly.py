@@ -146,7 +146,8 @@ class DistributedAssembly:
 def assemble_distributed(space, problem, comm, options: AssemblyOptions | None = None, *,
                          ranks: np.ndarray | None = None, weighted: bool = True, root: int = 0, say=None,
                          reuse: DistributedAssembly | None = None, matrix: bool = True, progress=None,
-                         workspace=None, scope: AssemblyScope | None = None, **choices) -> DistributedAssembly:
+                         workspace=None, scope: AssemblyScope | None = None, hand_out=None,
+                         **choices) -> DistributedAssembly:
     """Assemble across the ranks of ``comm``: each rank gets its rows (see :class:`DistributedAssembly`).
 
     ``space`` is needed on ``root`` only (other ranks may pass None or their
@@ -168,8 +169,10 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
     skips the partition and the distribution, and each rank's plan of its rows
     (its :class:`~polydg.assembly.Assembler`: pattern, rules, chunks; the
     quadrature points are mapped again) unless its ``assembler`` was set to None
-    (repeated assemblies: time steps, parameter sweeps).  A collective call; an error on any rank raises
-    :class:`~polydg.distributed.comm.RankFailure` on every rank.
+    (repeated assemblies: time steps, parameter sweeps).  ``hand_out``, called as :func:`hand_out_parts`
+    is and returning what it returns, gives each rank its part in its stead (a march's slab: an earlier
+    slab's parts moved in time, :mod:`polydg.distributed.spacetime`).  A collective call; an error on any
+    rank raises :class:`~polydg.distributed.comm.RankFailure` on every rank.
     """
     rank, size = comm.Get_rank(), comm.Get_size()
     t0 = time.perf_counter()
@@ -188,8 +191,8 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
         part, ranks = reuse.part, reuse.info.get("element_ranks")
         timings = {"partition": 0.0, "distribute": 0.0}
     else:
-        part, ranks, timings = hand_out_parts(space, comm, options, scope=scope, matrix=matrix, ranks=ranks,
-                                              weighted=weighted, root=root, say=say)
+        part, ranks, timings = (hand_out or hand_out_parts)(space, comm, options, scope=scope, matrix=matrix,
+                                                            ranks=ranks, weighted=weighted, root=root, say=say)
 
     with collective_phase(comm):
         problem = as_problem(problem, part.submesh.mesh.dim)

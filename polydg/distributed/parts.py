@@ -100,22 +100,30 @@ def rank_parts(space: DGSpace, ranks: np.ndarray, *, penalty_kind: str = "classi
     rank_first = rank_offsets[new]  # ... by element
     dofs_per_rank = np.bincount(ranks, weights=nb, minlength=n_ranks).astype(np.int64)
     row_ends = np.cumsum(dofs_per_rank)
-    weights = penalty_weights(mesh, space.degree, penalty_kind)
-    if scope.face_penalty_scale is not None:
-        weights = weights * scope.face_penalty_scale[:, None]
-
-    def local(faces: np.ndarray, given: np.ndarray | None) -> np.ndarray | None:
-        return None if given is None else given[faces]
-
+    weights = scoped_penalty_weights(space, penalty_kind, scope)
     for r in range(n_ranks):
         sub = rank_submesh(mesh, np.flatnonzero(ranks == r))
         e = sub.elements
+        w, sigma, load_faces = face_arrays(weights, scope, sub.faces)
         yield RankPart(submesh=sub, degree=space.degree[e], dof_offsets=space.dof_offsets[e],
-                       rank_dof_offsets=rank_first[e], penalty_weights=weights[sub.faces], rank=r, ranks=n_ranks,
+                       rank_dof_offsets=rank_first[e], penalty_weights=w, rank=r, ranks=n_ranks,
                        row_range=(int(row_ends[r] - dofs_per_rank[r]), int(row_ends[r])),
                        n_elements=mesh.n_elements, n_dofs=space.n_dofs, n_faces=mesh.n_faces,
-                       basis=getattr(space, "basis", "P"), face_penalty=local(sub.faces, scope.face_penalty),
-                       load_boundary_faces=local(sub.faces, scope.load_boundary_faces))
+                       basis=getattr(space, "basis", "P"), face_penalty=sigma, load_boundary_faces=load_faces)
+
+
+def scoped_penalty_weights(space: DGSpace, penalty_kind: str, scope: AssemblyScope) -> np.ndarray:
+    """The penalty weights of every face of ``space``'s mesh, the ``scope``'s ``face_penalty_scale`` folded in."""
+    weights = penalty_weights(space.mesh, space.degree, penalty_kind)
+    return weights if scope.face_penalty_scale is None else weights * scope.face_penalty_scale[:, None]
+
+
+def face_arrays(weights: np.ndarray, scope: AssemblyScope,
+                faces: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """A part's face arrays: (penalty weights, the scope's ``face_penalty`` and ``load_boundary_faces``, each
+    None where the scope has none) of the global ``faces``."""
+    return (weights[faces], None if scope.face_penalty is None else scope.face_penalty[faces],
+            None if scope.load_boundary_faces is None else scope.load_boundary_faces[faces])
 
 
 def local_diffusion_bound(part: RankPart, space: DGSpace, problem, quadrature_extra: int) -> np.ndarray:
