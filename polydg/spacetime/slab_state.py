@@ -21,7 +21,8 @@ The tables depend on a slab only through its length (a later slab of the
 same length is the same mesh shifted in time, and the basis lives on each
 element's box): when all of them fit the allowance of kept data
 (:func:`~polydg.assembly.kept_points.kept_points_allowance`: the budget,
-and a quarter of the memory available) they are made once per slab length
+and a quarter of the host memory available; on a GPU the budget alone
+bounds them, as it bounds the assembly's kept points) they are made once per slab length
 and kept, (16 n_b + 8 (d + 3)) bytes per row of E and (16 n_b + 16) per
 point for each of T and B (n_b the element's basis size); otherwise each
 slab makes each chunk's tables again as it applies them.  The same code runs
