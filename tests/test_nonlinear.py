@@ -390,12 +390,14 @@ def test_command_line_on_two_ranks_solves_as_one_process(tmp_path):
     if mpiexec is None:
         pytest.skip("mpiexec not found (pip install 'polydg[mpi]')")
     repo = Path(__file__).resolve().parents[1]
-    args = ["--problem", "quasilinear", "--mesh", "square:12", "--agglomerate", "20", "--degree", "1:2", "--quiet"]
+    args = ["--problem", "quasilinear", "--mesh", "square:12", "--agglomerate", "20", "--degree", "1:2"]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(repo) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("NUMBA_NUM_THREADS", None)
     run = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "polydg.assemble", *args, "--json",
                           str(tmp_path / "ranks.json")], capture_output=True, text=True, timeout=600, env=env, cwd=repo)
     assert run.returncode == 0, run.stderr[-3000:]
+    assert "timings are rank 0's" in run.stdout and "errors: l2" in run.stdout  # the table, printed
+    args.append("--quiet")
     assert main(args + ["--json", str(tmp_path / "one.json")]) == 0
     ranks, one = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("ranks", "one"))
     assert ranks["ranks"] == 2 and ranks["nonlinear"]["iterations"] == one["nonlinear"]["iterations"]
