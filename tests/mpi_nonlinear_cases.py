@@ -3,6 +3,7 @@
 Rank 0 builds each case's space; every rank linearises its rows at a fixed iterate
 (:class:`polydg.distributed.nonlinear.DistributedNonlinearSystem`); rank 0 writes the gathered Jacobian and
 residual, then the solution of a whole distributed Newton solve, for the test to compare with one process.
+With ``pieces`` after OUTDIR, each rank instead checks the entries of u and sigma_F it is sent (see :func:`pieces`).
 """
 
 from __future__ import annotations
@@ -59,5 +60,39 @@ def main(out: Path) -> None:
     comm.Barrier()
 
 
+def pieces(out: Path) -> None:
+    """Each rank's scattered u and sigma_F are exactly the entries of the whole arrays its part reads, and its
+    rows linearised from them equal its rows linearised from the whole arrays, bit for bit; rank 0 writes
+    what every rank found to OUTDIR/pieces.json."""
+    import json
+
+    from mpi4py import MPI
+
+    from polydg.distributed.nonlinear import DistributedNonlinearSystem
+
+    comm = MPI.COMM_WORLD
+    root = comm.Get_rank() == 0
+    found = {}
+    for name, space, problem in case_spaces():  # the same space on every rank, to compare with
+        system = DistributedNonlinearSystem(space if root else None, problem, comm)
+        u = iterate(space)
+        sigma = 1.0 + np.random.default_rng(3).random(space.mesh.n_faces)
+        faces = system.part.submesh.faces
+        got_u, got_sigma = system._scatter(True, u if root else None, sigma if root else None)
+        from_pieces = system.local.linearize(got_u, face_penalty=got_sigma)
+        from_whole = system.local.linearize(u[system.dof_map], face_penalty=sigma[faces])
+        alone_u, no_sigma = system._scatter(False, u if root else None)
+        mine = {"u": bool(np.array_equal(got_u, u[system.dof_map])),
+                "sigma": bool(np.array_equal(got_sigma, sigma[faces])),
+                "u_alone": bool(np.array_equal(alone_u, u[system.dof_map])) and no_sigma is None,
+                "jacobian": all(np.array_equal(getattr(from_pieces.jacobian, k), getattr(from_whole.jacobian, k))
+                                for k in ("indptr", "indices", "data")),
+                "residual": bool(np.array_equal(from_pieces.residual, from_whole.residual)),
+                "sizes": [len(got_u), len(got_sigma)], "whole": [space.n_dofs, space.mesh.n_faces]}
+        found[name] = comm.gather(mine, root=0)
+    if root:
+        (out / "pieces.json").write_text(json.dumps(found))
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    (pieces if sys.argv[2:] == ["pieces"] else main)(Path(sys.argv[1]))

@@ -377,6 +377,33 @@ def test_ranks_gather_the_one_process_jacobian_and_residual_bit_for_bit(tmp_path
         assert np.abs(solution - one).max() <= 1e-12 * np.abs(one).max()
 
 
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_each_rank_is_sent_only_the_entries_of_u_and_sigma_its_part_reads(tmp_path, ranks):
+    import json
+    import os
+    import shutil
+    import subprocess
+
+    pytest.importorskip("mpi4py")
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec is None:
+        pytest.skip("mpiexec not found (pip install 'polydg[mpi]')")
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(repo) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("NUMBA_NUM_THREADS", None)
+    run = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, str(repo / "tests" / "mpi_nonlinear_cases.py"),
+                          str(tmp_path), "pieces"], capture_output=True, text=True, timeout=600, env=env, cwd=repo)
+    assert run.returncode == 0, run.stderr[-3000:]
+    for name, per_rank in json.loads((tmp_path / "pieces.json").read_text()).items():
+        assert len(per_rank) == ranks
+        for r, got in enumerate(per_rank):
+            assert got["u"] and got["sigma"] and got["u_alone"], (name, r)
+            assert got["jacobian"] and got["residual"], (name, r)
+            assert got["sizes"][0] <= got["whole"][0] and got["sizes"][1] < got["whole"][1], (name, r, got)
+        # a rank whose halo reaches every element reads all of u; together the ranks read less than a broadcast
+        assert sum(got["sizes"][0] for got in per_rank) < ranks * per_rank[0]["whole"][0], name
+
+
 def test_command_line_on_two_ranks_solves_as_one_process(tmp_path):
     import json
     import os

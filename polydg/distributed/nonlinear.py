@@ -4,13 +4,14 @@
 
     rank 0: space --hand_out_parts--> one RankPart per rank (as for a linear assembly)
     every rank: a NonlinearSystem of its rows (its plan kept for the whole iteration)
-    per iterate: rank 0 broadcasts u  -->  each rank: u on its elements and halo, its rows' Jacobian
+    per iterate: rank 0 scatters u    -->  each rank: u on its elements and halo, its rows' Jacobian
                  and residual (a_K of its elements --one Allreduce(MAX)--> sigma_F of its faces)
              --> rank 0 gathers them: the one-process Jacobian and residual, bit for bit
 
 Rank 0 runs Newton's (or Picard's) iteration (:func:`~polydg.nonlinear.solve_iteration`) on a
 :class:`DistributedNonlinearSystem`, whose ``linearize`` tells the other ranks, waiting in :meth:`follow`,
-to linearise too; its linear solves are rank 0's (SciPy).  Every linearisation is a collective step.
+to linearise too; its linear solves are rank 0's (SciPy).  Every linearisation is a collective step:
+one broadcast of the command, one Scatterv of each rank's entries of u (and of a frozen sigma_F), one gather.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ class DistributedNonlinearSystem:
                                          scope=AssemblyScope(elements=part.submesh.owned, column_numbering=columns))
             self.local.penalty_at = self._penalty_at
             self.dof_map = part.dof_map(local_space)  # the single-process dof of each local dof
+        reads = comm.gather((self.dof_map, part.submesh.faces), root=root)
+        self._reads = reads  # on root: (dofs, faces) whose u and sigma_F each rank's linearisation reads
         self.options = self.local.options
         self.space = space if comm.Get_rank() == root else None
         if comm.Get_rank() == root:
@@ -83,8 +86,8 @@ class DistributedNonlinearSystem:
                   face_penalty: np.ndarray | None = None):
         """On ``root``: the gathered Jacobian (one-process numbering) and residual at ``u``; the other ranks
         take part from :meth:`follow`."""
-        self.comm.bcast((_LINEARIZE, u, newton, want_jacobian, face_penalty), root=self.root)
-        return self._linearize(u, newton, want_jacobian, face_penalty)
+        self.comm.bcast((_LINEARIZE, newton, want_jacobian, face_penalty is not None), root=self.root)
+        return self._linearize(newton, want_jacobian, face_penalty is not None, u, face_penalty)
 
     def finish(self) -> None:
         """On ``root``: release the ranks waiting in :meth:`follow`."""
@@ -103,16 +106,34 @@ class DistributedNonlinearSystem:
             command = self.comm.bcast(None, root=self.root)
             if command[0] == _DONE:
                 return
-            _, u, newton, want, sigma = command
-            self._linearize(u, newton, want, sigma)
+            _, newton, want, frozen = command
+            self._linearize(newton, want, frozen)
 
-    def _linearize(self, u, newton: bool, want_jacobian: bool, face_penalty):
+    def _scatter(self, frozen: bool, u=None, face_penalty=None) -> tuple[np.ndarray, np.ndarray | None]:
+        """This rank's u on its local dofs and, when ``frozen``, sigma_F on its local faces, from ``u`` and
+        ``face_penalty`` on root: one Scatterv of the entries each rank reads, never the whole arrays."""
+        from mpi4py import MPI
+
+        comm, n_u, n_sigma = self.comm, len(self.dof_map), len(self.part.submesh.faces)
+        with collective_phase(comm):
+            send = None
+            if comm.Get_rank() == self.root:
+                u = np.asarray(u, dtype=np.float64)
+                sigma = np.asarray(face_penalty, dtype=np.float64) if frozen else np.zeros(0)
+                pieces = [np.concatenate([u[dofs], sigma[faces] if frozen else sigma])
+                          for dofs, faces in self._reads]
+                send = [np.concatenate(pieces), [len(p) for p in pieces], MPI.DOUBLE]
+            mine = np.empty(n_u + (n_sigma if frozen else 0))
+        comm.Scatterv(send, mine, root=self.root)
+        return mine[:n_u], (mine[n_u:] if frozen else None)
+
+    def _linearize(self, newton: bool, want_jacobian: bool, frozen: bool, u=None, face_penalty=None):
         from ..assembly.linearized_passes import Linearization
 
         part, comm = self.part, self.comm
+        local_u, local_sigma = self._scatter(frozen, u, face_penalty)
         with collective_phase(comm):
-            local_sigma = None if face_penalty is None else np.asarray(face_penalty)[part.submesh.faces]
-            lin = self.local.linearize(np.asarray(u)[self.dof_map], newton=newton, want_jacobian=want_jacobian,
+            lin = self.local.linearize(local_u, newton=newton, want_jacobian=want_jacobian,
                                        face_penalty=local_sigma)
         rows = DistributedAssembly(matrix=lin.jacobian, rhs=lin.residual, row_range=part.row_range, dofs=None,
                                    info={"dofs": part.n_dofs, "faces": part.n_faces, "timings": lin.info["timings"],
