@@ -8,6 +8,7 @@ against Newton's, and a manufactured quasilinear solution against the optimal L2
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -342,24 +343,29 @@ def test_fisher_kpp_march_converges_at_the_optimal_rate_with_newton_per_slab():
     assert result.errors["l2"] < 0.5 and len(result.info["nonlinear_iterations_per_slab"]) == 2
 
 
-@pytest.mark.parametrize("ranks", [2, 4])
-def test_ranks_gather_the_one_process_jacobian_and_residual_bit_for_bit(tmp_path, ranks):
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _on_ranks(ranks: int, *args) -> subprocess.CompletedProcess:
+    """``mpiexec -n ranks python ARGS`` from the checkout, a thread per rank (skipped without mpi4py or mpiexec)."""
     import os
     import shutil
-    import subprocess
 
     pytest.importorskip("mpi4py")
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
         pytest.skip("mpiexec not found (pip install 'polydg[mpi]')")
-    import mpi_nonlinear_cases as cases
-
-    repo = Path(__file__).resolve().parents[1]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(repo) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("NUMBA_NUM_THREADS", None)
-    run = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, str(repo / "tests" / "mpi_nonlinear_cases.py"),
-                          str(tmp_path)], capture_output=True, text=True, timeout=600, env=env, cwd=repo)
+    return subprocess.run([mpiexec, "-n", str(ranks), sys.executable, *map(str, args)], capture_output=True,
+                          text=True, timeout=600, env=env, cwd=REPO)
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_ranks_gather_the_one_process_jacobian_and_residual_bit_for_bit(tmp_path, ranks):
+    run = _on_ranks(ranks, REPO / "tests" / "mpi_nonlinear_cases.py", tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
+    import mpi_nonlinear_cases as cases
     for name, space, problem in cases.case_spaces():
         system = NonlinearSystem(space, problem)
         u = cases.iterate(space)
@@ -380,19 +386,8 @@ def test_ranks_gather_the_one_process_jacobian_and_residual_bit_for_bit(tmp_path
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_each_rank_is_sent_only_the_entries_of_u_and_sigma_its_part_reads(tmp_path, ranks):
     import json
-    import os
-    import shutil
-    import subprocess
 
-    pytest.importorskip("mpi4py")
-    mpiexec = shutil.which("mpiexec")
-    if mpiexec is None:
-        pytest.skip("mpiexec not found (pip install 'polydg[mpi]')")
-    repo = Path(__file__).resolve().parents[1]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(repo) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.pop("NUMBA_NUM_THREADS", None)
-    run = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, str(repo / "tests" / "mpi_nonlinear_cases.py"),
-                          str(tmp_path), "pieces"], capture_output=True, text=True, timeout=600, env=env, cwd=repo)
+    run = _on_ranks(ranks, REPO / "tests" / "mpi_nonlinear_cases.py", tmp_path, "pieces")
     assert run.returncode == 0, run.stderr[-3000:]
     for name, per_rank in json.loads((tmp_path / "pieces.json").read_text()).items():
         assert len(per_rank) == ranks
@@ -406,22 +401,11 @@ def test_each_rank_is_sent_only_the_entries_of_u_and_sigma_its_part_reads(tmp_pa
 
 def test_command_line_on_two_ranks_solves_as_one_process(tmp_path):
     import json
-    import os
-    import shutil
-    import subprocess
 
     from polydg.cli import main
 
-    pytest.importorskip("mpi4py")
-    mpiexec = shutil.which("mpiexec")
-    if mpiexec is None:
-        pytest.skip("mpiexec not found (pip install 'polydg[mpi]')")
-    repo = Path(__file__).resolve().parents[1]
     args = ["--problem", "quasilinear", "--mesh", "square:12", "--agglomerate", "20", "--degree", "1:2"]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(repo) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.pop("NUMBA_NUM_THREADS", None)
-    run = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "polydg.assemble", *args, "--json",
-                          str(tmp_path / "ranks.json")], capture_output=True, text=True, timeout=600, env=env, cwd=repo)
+    run = _on_ranks(2, "-m", "polydg.assemble", *args, "--json", tmp_path / "ranks.json")
     assert run.returncode == 0, run.stderr[-3000:]
     assert "timings are rank 0's" in run.stdout and "errors: l2" in run.stdout  # the table, printed
     args.append("--quiet")
