@@ -10,13 +10,10 @@ so that no progress line (nor the one announcing compiled kernels) comes first.
 
 import contextlib
 import io
-import os
 import re
 import subprocess
-import sys
 import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +24,8 @@ from hypothesis import strategies as st
 import polydg.mesh.readers as readers
 from polydg.errors import CompilationWarning, MeshError, MeshWarning
 from polydg.mesh import build_polytopic_mesh, from_spec, read_mesh
+
+from .command_line import in_process
 
 FUZZ = settings(max_examples=50, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -358,19 +357,12 @@ def bad_inputs(d: Path, valid: dict[str, bytes]) -> dict[str, tuple[list[str], l
     }
 
 
-def run_cli(args: list) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "polydg.assemble", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=120)
-
-
 @pytest.fixture(scope="module")
 def cli_results(tmp_path_factory, valid) -> dict[str, tuple[subprocess.CompletedProcess, list[str]]]:
+    """Each case through main() in this process (tests/command_line.py; test_cli checks the program's exit)."""
     cases = bad_inputs(tmp_path_factory.mktemp("bad-input"), valid)
     assert list(cases) == CASES
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
-        runs = {name: pool.submit(run_cli, args) for name, (args, _) in cases.items()}
-        return {name: (runs[name].result(), words) for name, (_, words) in cases.items()}
+    return {name: (in_process(*args), words) for name, (args, words) in cases.items()}
 
 
 @pytest.mark.parametrize("case", CASES)

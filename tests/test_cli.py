@@ -11,16 +11,15 @@ import scipy.sparse as sp
 
 from polydg import backend as bk
 
+from .command_line import in_process, program
+
 SUMMARY_KEYS = {"dimension", "elements", "sub_elements", "interior_faces", "interfaces", "boundary_faces", "dofs",
                 "nnz", "degree", "precision", "backend", "approach", "ranks", "timings"}
 TIMING_KEYS = {"element_kernel", "interior_kernel", "boundary_kernel", "inflow_kernel", "total_kernels", "indices",
                "total_assembly", "solve"}
 
 
-def cli(*args, cwd=None):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "polydg.assemble", *map(str, args)], capture_output=True,
-                          text=True, env=env, cwd=cwd, timeout=300)
+cli = program  # the program; in_process: main() in this process, for the runs that check a message or a file
 
 
 def test_default_run_prints_the_table():
@@ -91,8 +90,8 @@ def test_output_directory(tmp_path):
 ])
 def test_options(options, tmp_path):
     path = tmp_path / "s.json"
-    r = cli("--mesh", "square:6:perturb=0.2", "--agglomerate", "8", "--degree", "1", "--solve", "--json", path,
-            *options)
+    r = in_process("--mesh", "square:6:perturb=0.2", "--agglomerate", "8", "--degree", "1", "--solve", "--json", path,
+                   *options)
     assert r.returncode == 0, r.stderr
     s = json.loads(path.read_text())
     # each option reached the assembly's options (the library's own tests show each option changes the matrix)
@@ -136,7 +135,7 @@ BAD_PROBLEM_FILES = {
 def test_bad_problem_files(tmp_path, name):
     text, word = BAD_PROBLEM_FILES[name]
     (tmp_path / name).write_text(text)
-    r = cli("--mesh", "square:3", "--problem", f"{tmp_path / name}:problem")
+    r = in_process("--mesh", "square:3", "--problem", f"{tmp_path / name}:problem")
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()
@@ -168,13 +167,21 @@ def test_bad_problem_files(tmp_path, name):
 def test_bad_options(args, word):
     if args == ["--backend", "cupy"] and bk.gpu_unavailable_reason() is None:
         pytest.skip("a GPU is here: --backend cupy runs (tests/test_gpu_assembly.py)")
-    r = cli(*args)
+    r = in_process(*args)
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr
     line = r.stderr.strip().splitlines()[-1]
     assert line.startswith("polydg.assemble: error:") and word in line, line
     if word.endswith("must be"):  # checked with the other options: no progress line before it
         assert r.stderr.strip().splitlines() == [line]
+
+
+def test_the_program_exits_with_the_code_and_line_of_main():
+    """What the tests above see of main() in their process is what the program says and exits with."""
+    args = ["--approach", "3"]
+    r, here = program(*args), in_process(*args)
+    assert (r.returncode, r.stdout, r.stderr) == (here.returncode, here.stdout, here.stderr) == \
+        (2, "", r.stderr.strip().splitlines()[-1] + "\n")
 
 
 def test_debug_shows_the_traceback():
@@ -198,7 +205,7 @@ BAD_MESHES = {
 def test_bad_mesh_files_from_the_command_line(tmp_path, name):
     text, word = BAD_MESHES[name]
     (tmp_path / name).write_text(text)
-    r = cli("--mesh", tmp_path / name)
+    r = in_process("--mesh", tmp_path / name)
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr
     line = r.stderr.strip().splitlines()[-1]
