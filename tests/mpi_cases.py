@@ -54,12 +54,23 @@ def main(out: Path, shared: Path | None) -> None:
                 result = assemble_distributed(spaces.get(name), problem, comm, approach=approach)
             whole = result.gather()
             rows = comm.gather((result.matrix, result.rhs, result.row_range, result.dofs), root=0)
+            if approach == "2":  # each rank's halo exchange: global id + 0.5 of every element from its owner
+                part = result.part
+                exchange = part.halo_exchange()
+                got = exchange.exchange(comm, np.where(np.isin(np.arange(len(part.submesh.elements)),
+                                                               part.submesh.owned), part.submesh.elements + 0.5,
+                                                      -1.0))
+                halos = comm.gather((part.submesh.elements, got, exchange.send_counts), root=0)
             if root:
                 pieces = {}
                 for r, (m, b, rr, dofs) in enumerate(rows):
                     pieces.update({f"m{r}_data": m.data, f"m{r}_indices": m.indices, f"m{r}_indptr": m.indptr,
                                    f"m{r}_shape": np.array(m.shape), f"b{r}": b, f"range{r}": np.array(rr),
                                    f"dofs{r}": dofs})
+                if approach == "2":
+                    for r, (elements, got, sent) in enumerate(halos):
+                        pieces.update({f"halo{r}_elements": elements, f"halo{r}_values": got,
+                                       f"halo{r}_sent": sent})
                 np.savez(out / f"{name}-{approach}.npz", data=whole.matrix.data, indices=whole.matrix.indices,
                          indptr=whole.matrix.indptr, rhs=whole.rhs, sigma=whole.face_penalty,
                          element_ranks=result.info["element_ranks"], ranks=comm.Get_size(), **pieces)

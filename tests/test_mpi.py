@@ -145,6 +145,29 @@ def test_each_rank_writes_exactly_its_rows_and_both_sides_compute_a_boundary_fac
     assert nonzero >= len(crossing[:: max(1, len(crossing) // 20)])
 
 
+@pytest.mark.parametrize("n", RANKS[1:])
+@pytest.mark.parametrize("case", ["2d-hp", "3d", "voronoi"])
+def test_each_halo_element_reads_its_owners_value_and_each_rank_sends_only_its_boundary(ranked, serial, n, case):
+    """The halo exchange (polydg.distributed.halo; the penalty's a_K): every local element ends with its
+    owner's value (the owned keep theirs, the halo's arrive), and a rank sends each neighbour rank its
+    elements with an interface against that rank's, once each: its partition boundary, not the mesh."""
+    space, _ = _case(serial, case, "2")
+    got = np.load(ranked[n] / f"{case}-2.npz")
+    element_ranks = got["element_ranks"]
+    e1, e2 = space.mesh.interface_elements.T
+    crossing = element_ranks[e1] != element_ranks[e2]
+    for r in range(n):
+        elements = got[f"halo{r}_elements"]
+        assert np.array_equal(got[f"halo{r}_values"], elements + 0.5)
+        assert (element_ranks[elements] != r).any()  # a halo there was
+        sent = got[f"halo{r}_sent"]
+        for s in range(n):  # r's elements across an interface from one of s's
+            pairs = np.concatenate([np.stack([e1, e2], 1), np.stack([e2, e1], 1)])[np.tile(crossing, 2)]
+            expected = np.unique(pairs[(element_ranks[pairs[:, 0]] == r) & (element_ranks[pairs[:, 1]] == s), 0])
+            assert sent[s] == len(expected), (r, s)
+        assert sent[r] == 0 and sent.sum() < space.mesh.n_elements  # an Allreduce's array would be all of them
+
+
 def test_work_weighted_partition_balances_a_mixed_degree_3d_mesh_better_than_element_counts():
     from polydg.mesh import from_spec
     from polydg.partition import agglomerate

@@ -4,7 +4,7 @@
 
     rank 0: space --rank_partition (METIS, kernel-work weights)--> ranks
             --rank_parts--> one RankPart per rank, sent one at a time
-    every rank: a_K of its elements --one Allreduce(MAX)--> sigma_F of its faces
+    every rank: a_K of its elements, its halo's from their owners (one Alltoallv) --> sigma_F of its faces
             --Assembler(options, scope=AssemblyScope(elements=owned)).assemble(problem, face_penalty=sigma)-->
               its rows (the single-process plan and passes; no communication)
             --relabel columns--> rows row_range of the rank numbering (PETSc MPIAIJ)
@@ -202,15 +202,11 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
     if sigma is None:
         with collective_phase(comm):
             a_local = local_diffusion_bound(part, local_space, problem, options.quadrature_extra)
-            a_all = np.zeros(part.n_elements)
-            owned_global = part.submesh.elements[part.submesh.owned]
-            a_all[owned_global] = a_local[part.submesh.owned]
-        from mpi4py import MPI
-
-        comm.Allreduce(MPI.IN_PLACE, a_all, op=MPI.MAX)  # a_K of every element: the halo's come from its owners
+            halo = part.halo_exchange()
+        halo.check(comm)
+        a_local = halo.exchange(comm, a_local)  # a_K of the halo elements from their owners
         with collective_phase(comm):
-            sigma = part_face_penalty(part, a_all[part.submesh.elements], options.penalty)
-            del a_all
+            sigma = part_face_penalty(part, a_local, options.penalty)
 
     with collective_phase(comm):  # the GPU backend: rank r of a node on GPU r mod (GPUs on the node)
         options = options.resolved()

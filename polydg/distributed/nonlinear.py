@@ -5,7 +5,7 @@
     rank 0: space --hand_out_parts--> one RankPart per rank (as for a linear assembly)
     every rank: a NonlinearSystem of its rows (its plan kept for the whole iteration)
     per iterate: rank 0 scatters u    -->  each rank: u on its elements and halo, its rows' Jacobian
-                 and residual (a_K of its elements --one Allreduce(MAX)--> sigma_F of its faces)
+                 and residual (a_K of its elements, its halo's from their owners --> sigma_F of its faces)
              --> rank 0 gathers them: the one-process Jacobian and residual, bit for bit
 
 Rank 0 runs Newton's (or Picard's) iteration (:func:`~polydg.nonlinear.solve_iteration`) on a
@@ -57,28 +57,38 @@ class DistributedNonlinearSystem:
                                          scope=AssemblyScope(elements=part.submesh.owned, column_numbering=columns))
             self.local.penalty_at = self._penalty_at
             self.dof_map = part.dof_map(local_space)  # the single-process dof of each local dof
+            self._halo = part.halo_exchange()
+        self._halo.check(comm)
         reads = comm.gather((self.dof_map, part.submesh.faces), root=root)
         self._reads = reads  # on root: (dofs, faces) whose u and sigma_F each rank's linearisation reads
         self.options = self.local.options
         self.space = space if comm.Get_rank() == root else None
         if comm.Get_rank() == root:
+            self._by_rank = np.argsort(ranks, kind="stable")  # the elements rank by rank, each rank's in order
+            self._owned_counts = np.bincount(ranks, minlength=comm.Get_size())
             self._single = single_of_rank(space, ranks)
             self._weights = penalty_weights(space.mesh, space.degree, options.penalty_kind)
             self.linear_solver = linear_solver
         self.plan_seconds, self.jit_seconds = self.local.plan_seconds, self.local.jit_seconds
 
-    # -- the penalty at the iterate: a_K of every element from its owner
+    # -- the penalty at the iterate: a_K of the halo from its owners, of every element on rank 0
 
     def _penalty_at(self, a_local: np.ndarray) -> np.ndarray:
+        """sigma_F of the rank's faces at the iterate, from a_K of its owned elements (``a_local``); rank 0
+        also keeps a_K of every element (one Gatherv), for the whole mesh's penalty at the iterate."""
         from mpi4py import MPI
 
-        part = self.part
-        a_all = np.zeros(part.n_elements)
-        owned = part.submesh.owned
-        a_all[part.submesh.elements[owned]] = a_local[owned]
-        self.comm.Allreduce(MPI.IN_PLACE, a_all, op=MPI.MAX)
-        self._a_all = a_all
-        return part_face_penalty(part, a_all[part.submesh.elements], self.options.penalty)
+        part, comm = self.part, self.comm
+        a_local = self._halo.exchange(comm, a_local)
+        owned = np.ascontiguousarray(a_local[part.submesh.owned])
+        every = None
+        if comm.Get_rank() == self.root:
+            every = np.empty(part.n_elements)
+        comm.Gatherv(owned, [every, self._owned_counts, MPI.DOUBLE] if every is not None else None, root=self.root)
+        if every is not None:
+            self._a_all = np.empty(part.n_elements)
+            self._a_all[self._by_rank] = every
+        return part_face_penalty(part, a_local, self.options.penalty)
 
     # -- rank 0's side
 

@@ -2,9 +2,10 @@
 
 :func:`rank_parts` cuts a DG space into one :class:`RankPart` per rank: the
 rank's sub-mesh (:func:`polydg.mesh.submesh.rank_submesh`), degrees, dof
-numbers and penalty weights.  The MPI layer (``assembly.py``) only moves
-these objects, reduces one array and assembles each part's rows with the
-single-process plan and passes.
+numbers and penalty weights, and the owners of its halo elements.  The MPI
+layer (``assembly.py``) only moves these objects, exchanges the halo's a_K
+(:mod:`.halo`) and assembles each part's rows with the single-process plan and
+passes.
 
 Two numberings of the dofs exist:
 
@@ -28,6 +29,7 @@ from ..assembly.scope import AssemblyScope
 from ..mesh.submesh import RankMesh, rank_submesh
 from ..space import DGSpace
 from ..threads import parallel_range, range_kernel
+from .halo import HaloExchange
 
 
 @dataclass
@@ -45,6 +47,7 @@ class RankPart:
     face_penalty : (n_local_faces,) sigma_F of the local faces when the caller's scope gives it
         (:class:`~polydg.assembly.AssemblyScope`), else None (computed by the ranks)
     load_boundary_faces : (n_local_faces,) bool, the scope's boundary faces of the load alone, or None
+    halo_ranks : (n_halo,) the rank owning each halo element (``submesh.halo``'s order)
     """
 
     submesh: RankMesh
@@ -61,6 +64,7 @@ class RankPart:
     basis: str = "P"
     face_penalty: np.ndarray | None = None
     load_boundary_faces: np.ndarray | None = None
+    halo_ranks: np.ndarray | None = None
 
     def space(self) -> DGSpace:
         """The DG space on the sub-mesh (its dofs numbered locally)."""
@@ -71,6 +75,10 @@ class RankPart:
         first = self.rank_dof_offsets if rank_numbering else self.dof_offsets
         nb = space.element_dofs
         return np.repeat(first - space.dof_offsets[:-1], nb) + np.arange(space.n_dofs, dtype=np.int64)
+
+    def halo_exchange(self) -> HaloExchange:
+        """Who sends this rank's halo its values, and to whom it sends its own (:mod:`.halo`)."""
+        return HaloExchange.of_submesh(self.submesh, self.halo_ranks, self.rank, self.ranks)
 
 
 def rank_numbering(ranks: np.ndarray) -> np.ndarray:
@@ -109,7 +117,8 @@ def rank_parts(space: DGSpace, ranks: np.ndarray, *, penalty_kind: str = "classi
                        rank_dof_offsets=rank_first[e], penalty_weights=w, rank=r, ranks=n_ranks,
                        row_range=(int(row_ends[r] - dofs_per_rank[r]), int(row_ends[r])),
                        n_elements=mesh.n_elements, n_dofs=space.n_dofs, n_faces=mesh.n_faces,
-                       basis=getattr(space, "basis", "P"), face_penalty=sigma, load_boundary_faces=load_faces)
+                       basis=getattr(space, "basis", "P"), face_penalty=sigma, load_boundary_faces=load_faces,
+                       halo_ranks=ranks[e[sub.halo]])
 
 
 def scoped_penalty_weights(space: DGSpace, penalty_kind: str, scope: AssemblyScope) -> np.ndarray:
