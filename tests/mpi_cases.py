@@ -36,6 +36,7 @@ def case_spaces(shared: Path | None):
 def main(out: Path, shared: Path | None) -> None:
     from mpi4py import MPI
 
+    import polydg.distributed.assembly as distributed_assembly
     from polydg.assembly import AssemblyOptions
     from polydg.distributed import assemble_distributed
     from polydg.problem import builtin_problem
@@ -45,6 +46,7 @@ def main(out: Path, shared: Path | None) -> None:
     cases = list(case_spaces(shared)) if root else []  # rank 0 alone builds the meshes
     names = comm.bcast([(n, s.mesh.dim, p) for n, s, p in cases], root=0)
     spaces = {n: s for n, s, _ in cases}
+    default_round = distributed_assembly.GATHER_ROUND
     for name, dim, problem_name in names:
         problem = builtin_problem(problem_name, dim)
         for approach in APPROACHES:
@@ -52,6 +54,8 @@ def main(out: Path, shared: Path | None) -> None:
                 result = assemble_distributed(spaces.get(name), problem, comm, AssemblyOptions(approach=approach))
             else:
                 result = assemble_distributed(spaces.get(name), problem, comm, approach=approach)
+            # approach 1's rows gathered in rounds of at most 100 entries (polydg.distributed.gather_arrays)
+            distributed_assembly.GATHER_ROUND = 100 if approach == "1" else default_round
             whole = result.gather()
             rows = comm.gather((result.matrix, result.rhs, result.row_range, result.dofs), root=0)
             if approach == "2":  # each rank's halo exchange: global id + 0.5 of every element from its owner

@@ -38,7 +38,8 @@ from ..partition.ranks import balance, element_work, rank_partition
 from ..problem import as_problem
 from ..problem.data import on_sub_mesh
 from .comm import bind_rank_device, collective_phase
-from .parts import RankPart, compile_relabel_kernel, local_diffusion_bound, part_face_penalty, rank_numbering, rank_parts, relabel_columns
+from .parts import (RankPart, compile_relabel_kernel, csr_of, local_diffusion_bound, part_face_penalty,
+                    rank_numbering, rank_parts, relabel_columns, relabel_rows)
 
 __all__ = ["DistributedAssembly", "assemble_distributed"]
 
@@ -78,25 +79,29 @@ class DistributedAssembly:
         matrix is the one-process matrix bit for bit.
         """
         comm = self.comm
-        pieces = comm.gather((self.matrix, self.rhs, self.face_penalty, self.faces), root=root)
+        pieces = comm.gather((self.rhs, self.face_penalty, self.faces), root=root)  # O(dofs + faces)
+        if self.matrix is not None:  # the rows' arrays straight into rank 0's (no pickles, no stacked copy)
+            lengths = gather_arrays(comm, np.diff(self.matrix.indptr).astype(np.int64), root)
+            indices = gather_arrays(comm, self.matrix.indices.astype(np.int64, copy=False), root)
+            data = gather_arrays(comm, self.matrix.data, root)
         if comm.Get_rank() != root:
             return None
         t = time.perf_counter()
-        rhs_rank = np.concatenate([piece[1] for piece in pieces])
+        rhs_rank = np.concatenate([piece[0] for piece in pieces])
         sigma = np.zeros(self.info["faces"])
         for piece in pieces:  # a face on a partition boundary comes from both ranks, with the same value
-            sigma[piece[3]] = piece[2]
+            sigma[piece[2]] = piece[1]
         n = self.info["dofs"]
         single = self._single_of_rank
         order = np.empty(n, dtype=np.int64)
         order[single] = np.arange(n)  # the rank-numbered row of each single-process dof
         matrix = None  # the load alone (matrix=False) has none
         if self.matrix is not None:
-            stacked = sp.vstack([piece[0] for piece in pieces], format="csr")
-            matrix = relabel_columns(stacked, single, n)[order]
-            matrix.indices = matrix.indices.astype(np.int64)
-            matrix.indptr = matrix.indptr.astype(np.int64)
-            matrix.has_sorted_indices = True
+            indptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(lengths, out=indptr[1:])
+            del lengths
+            matrix = csr_of(*relabel_rows(indptr, indices, data, single, rows=order), (n, n))
+            del indices, data
         info = dict(self.info, gather_seconds=time.perf_counter() - t)
         info["rank_timings"], info["timings"] = info["timings"], info["timings_max"]  # the critical path
         return AssemblyResult(matrix, rhs_rank[order], sigma, info)
@@ -303,6 +308,39 @@ def hand_out_parts(space, comm, options: AssemblyOptions, *, scope: AssemblyScop
             part = comm.recv(source=root, tag=11)
     timings["distribute"] = time.perf_counter() - t
     return part, ranks, timings
+
+
+#: the most entries one Gatherv of :func:`gather_arrays` receives (MPI's counts and displacements are C ints)
+GATHER_ROUND = 1 << 26
+
+
+def gather_arrays(comm, local: np.ndarray, root: int = 0, round_entries: int | None = None) -> np.ndarray | None:
+    """The ranks' 1-D arrays (of one dtype) end to end in rank order on ``root``, None elsewhere (a
+    collective call).  By Gatherv of numpy buffers, in rounds of at most ``round_entries`` entries in all
+    (each rank's next slice; :data:`GATHER_ROUND` by default), so that no count or displacement passes a C
+    int at any size."""
+    from mpi4py.util.dtlib import from_numpy_dtype
+
+    round_entries = GATHER_ROUND if round_entries is None else round_entries
+    local = np.ascontiguousarray(local)
+    counts = np.asarray(comm.allgather(len(local)), dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    kind = from_numpy_dtype(local.dtype)
+    root_here = comm.Get_rank() == root
+    out = np.empty(int(starts[-1]), dtype=local.dtype) if root_here else None
+    if starts[-1] <= round_entries:  # one round, straight into place
+        comm.Gatherv(local, [out, (counts, starts[:-1]), kind] if root_here else None, root=root)
+        return out
+    per_rank = max(1, round_entries // comm.Get_size())
+    for lo in range(0, int(counts.max()), per_rank):
+        sizes = np.clip(counts - lo, 0, per_rank)
+        at = np.concatenate([[0], np.cumsum(sizes)])
+        received = np.empty(int(at[-1]), dtype=local.dtype) if root_here else None
+        comm.Gatherv(local[lo:lo + per_rank], [received, (sizes, at[:-1]), kind] if root_here else None, root=root)
+        if root_here:
+            for r in np.flatnonzero(sizes):
+                out[starts[r] + lo:starts[r] + lo + sizes[r]] = received[at[r]:at[r + 1]]
+    return out
 
 
 def single_of_rank(space, ranks: np.ndarray) -> np.ndarray:

@@ -147,30 +147,34 @@ def part_face_penalty(part: RankPart, a_bound: np.ndarray, C_sigma: float) -> np
 
 
 @range_kernel
-def _relabel_rows(r_lo, r_hi, indptr, indices, data, new_label, out_indices, out_data,
-                  runs):  # pragma: no cover - compiled
-    """Rows with their columns relabelled and re-sorted.
+def _relabel_rows(r_lo, r_hi, indptr, rows, indices, data, new_label, out_indptr, out_indices,
+                  out_data):  # pragma: no cover - compiled
+    """Output row r is row ``rows[r]`` of the input with its columns relabelled and re-sorted.
 
     A row's columns are blocks of consecutive numbers in both numberings, so
     the row is cut into runs that stay consecutive under relabelling, the runs
     are sorted by their first new label (few per row: insertion sort), and
-    copied.  ``runs`` is scratch (one slot per entry).
+    copied.
     """
+    longest = 0
     for r in range(r_lo, r_hi):
-        a, b = indptr[r], indptr[r + 1]
+        longest = max(longest, indptr[rows[r] + 1] - indptr[rows[r]])
+    runs = np.empty(longest, dtype=np.int64)  # scratch: where each run starts
+    for r in range(r_lo, r_hi):
+        a, b = indptr[rows[r]], indptr[rows[r] + 1]
         n_runs = 0
         for k in range(a, b):
             if k == a or new_label[indices[k]] != new_label[indices[k - 1]] + 1:
                 # insert the run starting at k by its first new label
-                j = a + n_runs
-                while j > a and new_label[indices[runs[j - 1]]] > new_label[indices[k]]:
+                j = n_runs
+                while j > 0 and new_label[indices[runs[j - 1]]] > new_label[indices[k]]:
                     runs[j] = runs[j - 1]
                     j -= 1
                 runs[j] = k
                 n_runs += 1
-        out = a
+        out = out_indptr[r]
         for i in range(n_runs):
-            k = runs[a + i]
+            k = runs[i]
             while True:
                 out_indices[out] = new_label[indices[k]]
                 out_data[out] = data[k]
@@ -180,22 +184,39 @@ def _relabel_rows(r_lo, r_hi, indptr, indices, data, new_label, out_indices, out
                     break
 
 
-def relabel_columns(matrix: sp.csr_matrix, new_label: np.ndarray, n_cols: int) -> sp.csr_matrix:
-    """``matrix`` with column j renamed ``new_label[j]`` (a one-to-one map), columns sorted in every row."""
-    indices = np.empty_like(matrix.indices, dtype=np.int64)
-    data = np.empty_like(matrix.data)
-    runs = np.empty(len(indices), dtype=np.int64)
-    parallel_range(_relabel_rows, 0, matrix.shape[0], matrix.indptr.astype(np.int64),
-                   matrix.indices.astype(np.int64), matrix.data, np.ascontiguousarray(new_label, dtype=np.int64),
-                   indices, data, runs)
-    out = sp.csr_matrix((matrix.shape[0], n_cols), dtype=matrix.dtype)
-    out.data, out.indices, out.indptr = data, indices, matrix.indptr.astype(np.int64)
+def relabel_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, new_label: np.ndarray,
+                 rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The CSR arrays (indptr, indices, data; int64 indices) of the rows ``rows`` (default: all, in order)
+    of the CSR arrays given, column j renamed ``new_label[j]`` (a one-to-one map), columns sorted in every
+    row.  The output alone is allocated: the input is read where it lies (int64 indices)."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    rows = np.arange(len(indptr) - 1, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+    out_indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(indptr[rows + 1] - indptr[rows], out=out_indptr[1:])
+    out_indices = np.empty(out_indptr[-1], dtype=np.int64)
+    out_data = np.empty(out_indptr[-1], dtype=data.dtype)
+    parallel_range(_relabel_rows, 0, len(rows), indptr, rows, np.asarray(indices, dtype=np.int64), data,
+                   np.ascontiguousarray(new_label, dtype=np.int64), out_indptr, out_indices, out_data)
+    return out_indptr, out_indices, out_data
+
+
+def csr_of(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
+    """A SciPy CSR matrix holding these arrays as they are (SciPy's constructor would copy int64 indices
+    that fit int32 into int32 ones); columns sorted in every row."""
+    out = sp.csr_matrix(shape, dtype=data.dtype)
+    out.data, out.indices, out.indptr = data, indices, indptr
     out.has_sorted_indices = True
     return out
+
+
+def relabel_columns(matrix: sp.csr_matrix, new_label: np.ndarray, n_cols: int) -> sp.csr_matrix:
+    """``matrix`` with column j renamed ``new_label[j]`` (a one-to-one map), columns sorted in every row."""
+    return csr_of(*relabel_rows(matrix.indptr, matrix.indices, matrix.data, new_label), (matrix.shape[0], n_cols))
 
 
 def compile_relabel_kernel() -> None:
     """Compile (or load from Numba's cache) the relabelling kernel, on empty input."""
     z = np.zeros(0, dtype=np.int64)
     for dtype in (np.float64, np.float32):
-        _relabel_rows(0, 0, np.zeros(1, np.int64), z, np.zeros(0, dtype), z, z, np.zeros(0, dtype), z)
+        _relabel_rows(0, 0, np.zeros(1, np.int64), z, z, np.zeros(0, dtype), z, np.zeros(1, np.int64), z,
+                      np.zeros(0, dtype))
