@@ -93,6 +93,16 @@ def _data_per_element() -> None:
                             dim=3))
 
 
+def _ranks_and_coarse_quadrature() -> None:
+    """What every MPI rank compiles at its start (the relabelling kernel: four ranks at once on a cold cache)
+    and the default quadrature sub-triangles of an agglomerated polygon (the command line, the march)."""
+    from polydg.distributed.parts import compile_relabel_kernel
+    from polydg.mesh.quadrature_simplices import coarse_quadrature_mesh
+
+    compile_relabel_kernel()
+    coarse_quadrature_mesh(_mesh("square:4", 4))
+
+
 def _space_time_3d1() -> None:
     """A 3D + 1 slab: the kernels of dimension four."""
     from polydg.problem import builtin_problem
@@ -106,7 +116,7 @@ def _space_time_3d1() -> None:
 #: time on a cold cache; the linearised and sided kernels (double) are in the second, for the balance
 SETS: dict[str, Callable[[], None]] = {
     "double": lambda: (_steady(2, "double", ("2", "atomic", "1")), _steady(3, "double", ("2", "atomic")),
-                       _space_time_3d1()),
+                       _space_time_3d1(), _ranks_and_coarse_quadrature()),
     "single": lambda: (_steady(2, "single", ("2", "atomic")), _steady(3, "single", ("2", "atomic")), _nonlinear(),
                        _data_per_element()),
 }
