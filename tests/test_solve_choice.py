@@ -194,6 +194,31 @@ def test_nested_dissection_keeps_each_element_together(system_2d):
     assert len(np.unique(blocks[:, 0])) == space.mesh.n_elements
 
 
+def test_the_element_graph_joins_blocks_with_an_entry_either_way(system_2d):
+    """Blocks I and J adjacent when A has an entry in (I, J) or (J, I), never I with itself: against the
+    definition on random blocks of mixed sizes with one-sided entries, and on the DG matrix (its element
+    neighbours across the mesh's interfaces)."""
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(1, 5, 40)
+    n = int(sizes.sum())
+    A = sp.random(n, n, density=0.02, random_state=6, format="csr")  # no symmetry
+    owner = np.repeat(np.arange(len(sizes)), sizes)
+    coo = A.tocoo()
+    pairs = {(int(i), int(j)) for i, j in zip(owner[coo.row], owner[coo.col]) if i != j}
+    expected = pairs | {(j, i) for i, j in pairs}
+    graph = direct.element_graph(A, sizes)
+    g = graph.tocoo()
+    assert set(zip(g.row.tolist(), g.col.tolist())) == expected and graph.nnz == len(expected)
+    assert graph.has_sorted_indices and any((j, i) not in pairs for i, j in pairs)  # one-sided entries met
+    space, result = system_2d
+    mesh = space.mesh
+    dg = direct.element_graph(result.matrix, space.element_dofs).tocoo()
+    across = {tuple(sorted(map(int, e))) for e in mesh.interface_elements}
+    assert {tuple(sorted(e)) for e in zip(dg.row.tolist(), dg.col.tolist())} == across
+    with pytest.raises(SolverError, match="block sizes sum to 3, the matrix has"):
+        direct.element_graph(result.matrix, [1, 2])
+
+
 def test_a_failed_ordering_falls_back_and_a_singular_matrix_is_one_line(monkeypatch, system_2d):
     space, result = system_2d
     A, b = result.matrix, result.rhs

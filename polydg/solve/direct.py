@@ -20,6 +20,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+from numba import njit
 
 from ..errors import OptionError
 from .system import SolverError, relative_residual
@@ -50,15 +51,41 @@ def element_graph(A: sp.spmatrix, block_sizes: np.ndarray) -> sp.csr_matrix:
     n, m = A.shape[0], len(sizes)
     if n != int(sizes.sum()):
         raise SolverError(f"block sizes sum to {int(sizes.sum())}, the matrix has {n} rows")
+    A = sp.csr_matrix(A)
+    starts = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(sizes, out=starts[1:])
     owner = np.repeat(np.arange(m, dtype=np.int64), sizes)
-    coo = sp.coo_matrix(A)
-    rows, cols = owner[coo.row], owner[coo.col]
-    off = rows != cols
-    rows, cols = rows[off], cols[off]
-    graph = sp.csr_matrix((np.ones(2 * len(rows), dtype=np.int32), (np.concatenate([rows, cols]),
-                                                                    np.concatenate([cols, rows]))), shape=(m, m))
-    graph.sum_duplicates()  # the pattern is what counts: METIS reads the indices only
+    indptr = np.zeros(m + 1, dtype=np.int64)
+    _block_neighbours(A.indptr.astype(np.int64), A.indices, starts, owner, indptr, np.zeros(0, dtype=np.int64))
+    np.cumsum(indptr, out=indptr)
+    neighbours = np.empty(indptr[-1], dtype=np.int64)
+    _block_neighbours(A.indptr.astype(np.int64), A.indices, starts, owner, indptr, neighbours)
+    rows = sp.csr_matrix((np.ones(len(neighbours), dtype=np.int32), neighbours, indptr), shape=(m, m))
+    graph = (rows + rows.T).tocsr()  # (I, J) or (J, I); the pattern is what counts: METIS reads the indices only
+    graph.sort_indices()
     return graph
+
+
+@njit(cache=True, nogil=True)
+def _block_neighbours(indptr, indices, starts, owner, graph_indptr, neighbours):  # pragma: no cover - compiled
+    """The blocks J != I that block row I has entries in, each once.  With no ``neighbours`` to fill, their
+    count per block row goes to ``graph_indptr[I + 1]``; else ``graph_indptr`` holds the offsets and they are
+    written in the order met."""
+    m = len(starts) - 1
+    seen = np.full(m, -1, dtype=np.int64)
+    fill = len(neighbours) > 0
+    for block in range(m):
+        at = graph_indptr[block]
+        for r in range(starts[block], starts[block + 1]):
+            for k in range(indptr[r], indptr[r + 1]):
+                other = owner[indices[k]]
+                if other != block and seen[other] != block:
+                    seen[other] = block
+                    if fill:
+                        neighbours[at] = other
+                        at += 1
+                    else:
+                        graph_indptr[block + 1] += 1
 
 
 def nested_dissection(A: sp.spmatrix, block_sizes: np.ndarray | None) -> np.ndarray:
