@@ -26,14 +26,19 @@ def program(*args, cwd=None, env: dict | None = None, timeout: float = 300) -> s
 
 def in_process(*args) -> subprocess.CompletedProcess:
     """``polydg.assemble.main(ARGS)`` here: its return value as the exit code, what it printed as stdout and
-    stderr.  ``main()`` called with arguments restores the signal handlers and hooks it set; the environment
-    (a run's ``--memory-limit``, the OpenMP wait policy) and Numba's thread count are restored here."""
+    stderr, with one OpenMP thread as :func:`program`.  ``main()`` called with arguments restores the signal
+    handlers and hooks it set; the environment (a run's ``--memory-limit``, the OpenMP wait policy) and the
+    thread settings (Numba's count, whether polydg applied the environment's) are restored here.  Only
+    Python's ``sys.stdout`` and ``sys.stderr`` are read: the tests of what the process prints in all (its
+    file descriptors, compilation lines on a cold start) run :func:`program`."""
     import numba
 
+    import polydg.threads
     from polydg.assemble import main
 
     out, err = io.StringIO(), io.StringIO()
-    environ, threads = dict(os.environ), numba.get_num_threads()
+    environ, threads, applied = dict(os.environ), numba.get_num_threads(), polydg.threads._APPLIED
+    os.environ["OMP_NUM_THREADS"] = "1"
     try:
         with redirect_stdout(out), redirect_stderr(err):
             code = main([str(a) for a in args])
@@ -41,4 +46,5 @@ def in_process(*args) -> subprocess.CompletedProcess:
         os.environ.clear()
         os.environ.update(environ)
         numba.set_num_threads(threads)
+        polydg.threads._APPLIED = applied
     return subprocess.CompletedProcess(["polydg.assemble", *map(str, args)], code, out.getvalue(), err.getvalue())

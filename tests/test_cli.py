@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -176,12 +177,23 @@ def test_bad_options(args, word):
         assert r.stderr.strip().splitlines() == [line]
 
 
-def test_the_program_exits_with_the_code_and_line_of_main():
-    """What the tests above see of main() in their process is what the program says and exits with."""
-    args = ["--approach", "3"]
+@pytest.mark.parametrize("args", [["--approach", "3"], ["--tol", "-1"], ["--mesh", "NAME"]])
+def test_the_program_exits_with_the_code_and_line_of_main(tmp_path, args):
+    """What the tests above see of main() in their process is what the program prints in all (its file
+    descriptors, no compilation or progress line before the refusal: a fresh process) and exits with: an
+    argparse refusal, an option checked before any work, a bad mesh file read without --quiet."""
+    if args[-1] == "NAME":
+        text, _ = BAD_MESHES["hanging.vtk"]
+        (tmp_path / "hanging.vtk").write_text(text)
+        args = ["--mesh", tmp_path / "hanging.vtk"]
     r, here = program(*args), in_process(*args)
-    assert (r.returncode, r.stdout, r.stderr) == (here.returncode, here.stdout, here.stderr) == \
-        (2, "", r.stderr.strip().splitlines()[-1] + "\n")
+
+    def lines(text):  # the progress lines' clocks read apart
+        return [re.sub(r"^\[ *[0-9.]+ s\]", "[s]", line) for line in text.splitlines()]
+
+    assert (r.returncode, r.stdout, lines(r.stderr)) == (here.returncode, here.stdout, lines(here.stderr))
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.splitlines()[-1].startswith("polydg.assemble: error:")
+    assert len(r.stderr.splitlines()) == (2 if args[0] == "--mesh" else 1)  # the mesh's progress line, then it
 
 
 def test_debug_shows_the_traceback():

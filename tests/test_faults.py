@@ -533,8 +533,8 @@ RANK_FAULTS = {  # fault, the rank signalled and the signal, extra options, exit
     "SIGINT to a rank at work": ("1:sleep", 1, signal.SIGINT, [], 130, ["interrupted (rank 1: SIGINT)"]),
     "SIGINT to a rank waiting inside MPI": ("2:sleep", 1, signal.SIGINT, [], 130, ["interrupted (rank 1: SIGINT)"]),
     "sys.exit(0) in a coefficient": ("1:exit", None, None, [], 2, ["rank 1", "sys.exit(0)"]),
-    "SIGSTOP with --timeout 4": ("2:sleep", 2, signal.SIGSTOP, ["--timeout", "4"], 1,
-                                 ["rank 2 did not answer (stopped?)", "ranks 0, 1 waited", "timeout of 4 s"]),
+    "SIGSTOP with --timeout 6": ("2:sleep", 2, signal.SIGSTOP, ["--timeout", "6"], 1,
+                                 ["rank 2 did not answer (stopped?)", "ranks 0, 1 waited", "timeout of 6 s"]),
 }
 
 

@@ -58,12 +58,16 @@ class HaloExchange:
                    receive=halo[order], receive_counts=np.bincount(halo_ranks, minlength=ranks))
 
     def check(self, comm) -> None:
-        """Every rank's counts against its neighbours' (a collective call): what one sends another expects."""
+        """Every rank's counts against its neighbours' (a collective call): what one sends another expects.
+        A disagreement raises on every rank (:func:`~polydg.distributed.comm.collective_phase`)."""
+        from .comm import collective_phase
+
         told = np.empty_like(self.receive_counts)
         comm.Alltoall(np.ascontiguousarray(self.send_counts), told)
-        if not np.array_equal(told, self.receive_counts):
-            raise RuntimeError(f"rank {comm.Get_rank()}: halo sizes disagree: the ranks send {told.tolist()}, "
-                               f"its halo holds {self.receive_counts.tolist()}")
+        with collective_phase(comm):
+            if not np.array_equal(told, self.receive_counts):
+                raise RuntimeError(f"halo sizes disagree: the ranks send {told.tolist()}, the halo holds "
+                                   f"{self.receive_counts.tolist()}")
 
     def exchange(self, comm, values: np.ndarray) -> np.ndarray:
         """``values`` of the local elements (float64) with the halo's replaced by their owners' (a

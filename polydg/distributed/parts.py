@@ -78,6 +78,9 @@ class RankPart:
 
     def halo_exchange(self) -> HaloExchange:
         """Who sends this rank's halo its values, and to whom it sends its own (:mod:`.halo`)."""
+        if self.halo_ranks is None:
+            raise ValueError("this RankPart has no halo_ranks (the owner of each halo element): make it with "
+                             "rank_parts")
         return HaloExchange.of_submesh(self.submesh, self.halo_ranks, self.rank, self.ranks)
 
 
