@@ -4,6 +4,10 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The hundreds of processes the tests start (ranks, the command line, the GPU run's stages) keep the bytecode
+# of the modules they import: where the environment says not to write it, each would compile polydg's
+# sources again (0.1 s a process). The files go to __pycache__ folders, which git ignores.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 #: the polygonal meshes of another project, beside the checkout (``POLYDG_SHARED_MESHES`` names another folder:
 #: a GPU machine's copy, carried in launch/wheels/meshes by launch/gpu_wheels.sh)
