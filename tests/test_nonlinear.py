@@ -346,7 +346,7 @@ def test_fisher_kpp_march_converges_at_the_optimal_rate_with_newton_per_slab():
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _on_ranks(ranks: int, *args) -> subprocess.CompletedProcess:
+def _on_ranks(ranks: int, *args, timeout: float = 600) -> subprocess.CompletedProcess:
     """``mpiexec -n ranks python ARGS`` from the checkout, a thread per rank (skipped without mpi4py or mpiexec)."""
     import os
     import shutil
@@ -358,7 +358,7 @@ def _on_ranks(ranks: int, *args) -> subprocess.CompletedProcess:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("NUMBA_NUM_THREADS", None)
     return subprocess.run([mpiexec, "-n", str(ranks), sys.executable, *map(str, args)], capture_output=True,
-                          text=True, timeout=600, env=env, cwd=REPO)
+                          text=True, timeout=timeout, env=env, cwd=REPO)
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
@@ -397,6 +397,32 @@ def test_each_rank_is_sent_only_the_entries_of_u_and_sigma_its_part_reads(tmp_pa
             assert got["sizes"][0] <= got["whole"][0] and got["sizes"][1] < got["whole"][1], (name, r, got)
         # a rank whose halo reaches every element reads all of u; together the ranks read less than a broadcast
         assert sum(got["sizes"][0] for got in per_rank) < ranks * per_rank[0]["whole"][0], name
+
+
+FAILING_ON_RANK_1 = """
+import os
+from polydg.problem import Problem
+
+def diffusion(x, u, grad_u):
+    if os.environ.get("PMI_RANK") == "1" and len(x) > 50:  # in the linearisation, before the penalty's exchange
+        raise ValueError("diffusion failed on purpose")
+    return 1.0 + u**2
+
+problem = Problem("failing", diffusion=diffusion, source=1.0, dirichlet=0.0, dim=2)
+"""
+
+
+def test_a_coefficient_failing_on_one_rank_while_linearising_ends_every_rank(tmp_path):
+    """Rank 1's diffusion raises before its rows reach the penalty's halo exchange, where rank 0 waits: the
+    exchange first meets the failed rank's phase end (polydg.distributed.comm.collective_phase), and every rank
+    ends with the one line (it hung until killed before)."""
+    (tmp_path / "failing.py").write_text(FAILING_ON_RANK_1)
+    run = _on_ranks(2, "-m", "polydg.assemble", "--problem", f"{tmp_path / 'failing.py'}:problem", "--mesh",
+                    "square:12", "--agglomerate", "20", "--degree", "1", timeout=120)
+    ours = [line for line in run.stderr.splitlines() if line.startswith("polydg.assemble")]
+    assert run.returncode == 2 and len(ours) == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert ours[0].startswith("polydg.assemble: error: rank 1: problem 'failing': diffusion raised ValueError")
+    assert ours[0].endswith("diffusion failed on purpose")
 
 
 def test_command_line_on_two_ranks_solves_as_one_process(tmp_path):

@@ -158,7 +158,11 @@ class collective_phase:
     """``with collective_phase(comm): ...``: the block's error, on any rank, raises on every rank.
 
     On success the ranks also meet once (one small allgather), so a phase is
-    a synchronisation point; keep phases coarse.  A KeyboardInterrupt or
+    a synchronisation point; keep phases coarse.  A collective call inside a
+    phase must first meet the ranks that failed before it: call
+    ``check_collectively(comm, None)`` there (their phase's end is that same
+    exchange); the :class:`RankFailure` it raises leaves every phase it is in
+    without another exchange.  A KeyboardInterrupt or
     SystemExit in the block is exchanged too (every rank raises a
     :class:`RankFailure` of kind "interrupt" or "internal").
     """
@@ -172,6 +176,8 @@ class collective_phase:
     def __exit__(self, kind, error, tb):
         if error is not None and not isinstance(error, (Exception, KeyboardInterrupt, SystemExit)):
             return False  # GeneratorExit and the like: not a failure
+        if isinstance(error, RankFailure):  # raised on every rank by one exchange: nothing more to tell
+            return False
         check_collectively(self.comm, error)
         return False
 

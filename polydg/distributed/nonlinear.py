@@ -24,7 +24,7 @@ from ..assembly.scope import AssemblyScope
 from ..nonlinear.system import NonlinearSystem
 from ..problem import as_problem
 from .assembly import DistributedAssembly, compile_relabel_kernel, hand_out_parts, single_of_rank
-from .comm import RankFailure, collective_phase
+from .comm import RankFailure, check_collectively, collective_phase
 from .parts import part_face_penalty
 
 #: what rank 0 tells the others (a broadcast per step)
@@ -79,6 +79,9 @@ class DistributedNonlinearSystem:
         from mpi4py import MPI
 
         part, comm = self.part, self.comm
+        # called inside the linearisation's collective phase: a rank that failed before this point is at
+        # that phase's end, in this same exchange (check_collectively), not in the halo's
+        check_collectively(comm, None)
         a_local = self._halo.exchange(comm, a_local)
         owned = np.ascontiguousarray(a_local[part.submesh.owned])
         every = None
