@@ -267,6 +267,58 @@ def test_a_problem_raising_on_one_rank_ends_every_rank(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+FAILING_STEPS = """
+import sys
+from mpi4py import MPI
+import polydg.distributed.assembly as distributed
+from polydg.assembly.options import AssemblyOptions
+from polydg.distributed.comm import RankFailure
+from polydg.problem import builtin_problem
+
+comm, case = MPI.COMM_WORLD, sys.argv[2]
+space = None
+if comm.Get_rank() == 0:
+    from polydg.mesh import from_spec
+    from polydg.partition import agglomerate
+    from polydg.space import DGSpace
+
+    space = DGSpace(agglomerate(from_spec("square:8"), 12), 1)
+if case == "part":  # rank 0 runs out of memory building rank 2's part, after sending rank 1 its own
+    parts = distributed.rank_parts
+
+    def failing(*args, **kwargs):
+        for part in parts(*args, **kwargs):
+            if part.rank == 2:
+                raise MemoryError()
+            yield part
+
+    distributed.rank_parts = failing
+elif comm.Get_rank() == 1:  # rank 1 alone cannot resolve its options, before the device binding's collective
+    def unresolved(self):
+        raise RuntimeError("no backend here")
+
+    AssemblyOptions.resolved = unresolved
+try:
+    distributed.assemble_distributed(space, builtin_problem("paper-2d", 2), comm, approach="2")
+    outcome = "finished"
+except RankFailure as exc:
+    outcome = f"RankFailure: {exc}"
+with open(f"{sys.argv[1]}/{case}.{comm.Get_rank()}", "w") as fh:
+    fh.write(outcome)
+"""
+
+
+@pytest.mark.parametrize("case, line", [("part", "rank 0: out of memory"),
+                                        ("resolve", "rank 1: RuntimeError: no backend here")])
+def test_a_rank_failing_while_others_wait_in_a_phase_ends_every_rank(tmp_path, case, line):
+    """Rank 0 failing while it hands out the parts (ranks 2 waits for its own) and rank 1 failing before the
+    device binding's collective: every rank leaves with the same RankFailure (they hung before)."""
+    (tmp_path / "steps.py").write_text(FAILING_STEPS)
+    r = mpiexec(3, tmp_path / "steps.py", tmp_path, case, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert [(tmp_path / f"{case}.{k}").read_text() for k in range(3)] == [f"RankFailure: {line}"] * 3
+
+
 def test_a_rank_killed_mid_assembly_ends_every_rank(tmp_path):
     r, seconds = _failure_run(tmp_path, "kill", "--problem", str(tmp_path / "failing.py") + ":PROBLEM")
     assert seconds < 30 and r.returncode != 0

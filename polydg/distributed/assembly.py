@@ -213,9 +213,10 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
         with collective_phase(comm):
             sigma = part_face_penalty(part, a_local, options.penalty)
 
-    with collective_phase(comm):  # the GPU backend: rank r of a node on GPU r mod (GPUs on the node)
+    with collective_phase(comm):
         options = options.resolved()
-        device = bind_rank_device(comm, options.backend)
+    with collective_phase(comm):  # the GPU backend: rank r of a node on GPU r mod (GPUs on the node)
+        device = bind_rank_device(comm, options.backend)  # its first step a collective (the node's ranks)
         if bk.is_device(options.backend):
             options = options.replace(to_host=True)  # the rank's rows are relabelled and gathered on the host
     if say is not None and rank == root and bk.is_device(options.backend):
@@ -297,15 +298,23 @@ def hand_out_parts(space, comm, options: AssemblyOptions, *, scope: AssemblyScop
     t = time.perf_counter()
     with collective_phase(comm):
         if rank == root:
-            mine = None
-            for part in parts:  # built and sent one at a time: rank 0 never holds them all
-                if part.rank == root:
-                    mine = part
-                else:
-                    comm.send(part, dest=part.rank, tag=11)
+            mine, waiting = None, set(range(size)) - {root}
+            try:
+                for part in parts:  # built and sent one at a time: rank 0 never holds them all
+                    if part.rank == root:
+                        mine = part
+                    else:
+                        comm.send(part, dest=part.rank, tag=11)
+                        waiting.discard(part.rank)
+            except BaseException:  # (building a part ran out of memory): release the ranks still waiting
+                for r in sorted(waiting):
+                    comm.send(None, dest=r, tag=11)
+                raise
             part = mine
         else:
             part = comm.recv(source=root, tag=11)
+            if part is None:  # rank 0 failed: its error is the one reported at this phase's end
+                raise RuntimeError(f"rank {root} sent no part")
     timings["distribute"] = time.perf_counter() - t
     return part, ranks, timings
 
