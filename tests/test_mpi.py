@@ -293,13 +293,29 @@ if case == "part":  # rank 0 runs out of memory building rank 2's part, after se
             yield part
 
     distributed.rank_parts = failing
-elif comm.Get_rank() == 1:  # rank 1 alone cannot resolve its options, before the device binding's collective
+elif case == "resolve" and comm.Get_rank() == 1:  # rank 1 alone cannot resolve its options, before the
+    # device binding's collective
     def unresolved(self):
         raise RuntimeError("no backend here")
 
     AssemblyOptions.resolved = unresolved
 try:
-    distributed.assemble_distributed(space, builtin_problem("paper-2d", 2), comm, approach="2")
+    result = distributed.assemble_distributed(space, builtin_problem("paper-2d", 2), comm, approach="2")
+    if case == "gather" and comm.Get_rank() == 0:  # rank 0 cannot hold the gathered matrix
+        import numpy
+
+        class Short:
+            def __getattr__(self, name):
+                return getattr(numpy, name)
+
+            @staticmethod
+            def empty(shape, *args, **kwargs):
+                if numpy.prod(shape) > 200:
+                    raise MemoryError()
+                return numpy.empty(shape, *args, **kwargs)
+
+        distributed.np = Short()
+    result.gather()
     outcome = "finished"
 except RankFailure as exc:
     outcome = f"RankFailure: {exc}"
@@ -309,10 +325,12 @@ with open(f"{sys.argv[1]}/{case}.{comm.Get_rank()}", "w") as fh:
 
 
 @pytest.mark.parametrize("case, line", [("part", "rank 0: out of memory"),
-                                        ("resolve", "rank 1: RuntimeError: no backend here")])
+                                        ("resolve", "rank 1: RuntimeError: no backend here"),
+                                        ("gather", "rank 0: out of memory")])
 def test_a_rank_failing_while_others_wait_in_a_phase_ends_every_rank(tmp_path, case, line):
-    """Rank 0 failing while it hands out the parts (ranks 2 waits for its own) and rank 1 failing before the
-    device binding's collective: every rank leaves with the same RankFailure (they hung before)."""
+    """Rank 0 failing while it hands out the parts (ranks 2 waits for its own), rank 1 failing before the
+    device binding's collective, rank 0 unable to hold the gathered matrix while the others would send it:
+    every rank leaves with the same RankFailure (they hung before)."""
     (tmp_path / "steps.py").write_text(FAILING_STEPS)
     r = mpiexec(3, tmp_path / "steps.py", tmp_path, case, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -79,11 +79,11 @@ class DistributedAssembly:
         matrix is the one-process matrix bit for bit.
         """
         comm = self.comm
-        pieces = comm.gather((self.rhs, self.face_penalty, self.faces), root=root)  # O(dofs + faces)
         if self.matrix is not None:  # the rows' arrays straight into rank 0's (no pickles, no stacked copy)
             lengths = gather_arrays(comm, np.diff(self.matrix.indptr).astype(np.int64), root)
             indices = gather_arrays(comm, self.matrix.indices.astype(np.int64, copy=False), root)
             data = gather_arrays(comm, self.matrix.data, root)
+        pieces = comm.gather((self.rhs, self.face_penalty, self.faces), root=root)  # O(dofs + faces)
         if comm.Get_rank() != root:
             return None
         t = time.perf_counter()
@@ -180,10 +180,10 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
     rank raises :class:`~polydg.distributed.comm.RankFailure` on every rank.
     """
     rank, size = comm.Get_rank(), comm.Get_size()
-    t0 = time.perf_counter()
-    compile_relabel_kernel()
-    jit = time.perf_counter() - t0
     with collective_phase(comm):
+        t0 = time.perf_counter()
+        compile_relabel_kernel()
+        jit = time.perf_counter() - t0
         options = assembly_options(options, choices)  # the same check, and error, on every rank
         asked = options  # as the user gave them (info["options"]'s approach: "auto" as on one process)
         chosen = None
@@ -248,17 +248,19 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
     info.update(dofs=part.n_dofs, elements=part.n_elements, faces=part.n_faces, rank=rank, ranks=size, row_range=list(part.row_range),
                 owned_elements=int(len(part.submesh.owned)), halo_elements=int(len(part.submesh.halo)),
                 timings=timings, device=device["device"], device_index=device["device_index"])
-    info["work"] = float(element_work(local_space, options.quadrature_extra)[part.submesh.owned].sum())
+    single = None
+    with collective_phase(comm):
+        info["work"] = float(element_work(local_space, options.quadrature_extra)[part.submesh.owned].sum())
+        if rank == root:
+            single = single_of_rank(space, ranks)
     per_rank = comm.gather({"timings": timings, "nnz": int(matrix.nnz) if matrix is not None else 0,
                             "elements": info["owned_elements"], "halo": info["halo_elements"],
                             "rows": int(len(result.rhs)), "work": info["work"], "chunks": info["chunks"],
                             "options": info["options"], "device": device["device"],
                             "device_index": device["device_index"], "node_rank": device["node_rank"]},
                            root=root)
-    single = None
     if rank == root:
         info.update(_rank_report(per_rank))
-        single = single_of_rank(space, ranks)
         info["element_ranks"] = ranks
     return DistributedAssembly(matrix=matrix, rhs=result.rhs, row_range=part.row_range, dofs=dofs, info=info,
                                comm=comm, face_penalty=sigma, faces=part.submesh.faces, part=part, assembler=assembler,
@@ -336,15 +338,20 @@ def gather_arrays(comm, local: np.ndarray, root: int = 0, round_entries: int | N
     starts = np.concatenate([[0], np.cumsum(counts)])
     kind = from_numpy_dtype(local.dtype)
     root_here = comm.Get_rank() == root
-    out = np.empty(int(starts[-1]), dtype=local.dtype) if root_here else None
-    if starts[-1] <= round_entries:  # one round, straight into place
+    one_round = starts[-1] <= round_entries
+    per_rank = max(1, round_entries // comm.Get_size())
+    out = buffer = None
+    with collective_phase(comm):  # rank 0's arrays made before any rank sends (out of memory: every rank raises)
+        if root_here:
+            out = np.empty(int(starts[-1]), dtype=local.dtype)
+            buffer = None if one_round else np.empty(int(np.minimum(counts, per_rank).sum()), dtype=local.dtype)
+    if one_round:  # straight into place
         comm.Gatherv(local, [out, (counts, starts[:-1]), kind] if root_here else None, root=root)
         return out
-    per_rank = max(1, round_entries // comm.Get_size())
     for lo in range(0, int(counts.max()), per_rank):
         sizes = np.clip(counts - lo, 0, per_rank)
         at = np.concatenate([[0], np.cumsum(sizes)])
-        received = np.empty(int(at[-1]), dtype=local.dtype) if root_here else None
+        received = buffer[:int(at[-1])] if root_here else None
         comm.Gatherv(local[lo:lo + per_rank], [received, (sizes, at[:-1]), kind] if root_here else None, root=root)
         if root_here:
             for r in np.flatnonzero(sizes):

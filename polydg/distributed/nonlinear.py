@@ -42,9 +42,9 @@ class DistributedNonlinearSystem:
 
     def __init__(self, space, problem, comm, options: AssemblyOptions | None = None, *, ranks=None,
                  weighted: bool = True, root: int = 0, say=None, linear_solver: str = "auto", **choices):
-        compile_relabel_kernel()
         self.comm, self.root = comm, root
         with collective_phase(comm):
+            compile_relabel_kernel()
             options = assembly_options(options, choices).replace(approach="2")
         part, ranks, self.timings = hand_out_parts(space, comm, options, ranks=ranks, weighted=weighted,
                                                    root=root, say=say)
@@ -63,12 +63,14 @@ class DistributedNonlinearSystem:
         self._reads = reads  # on root: (dofs, faces) whose u and sigma_F each rank's linearisation reads
         self.options = self.local.options
         self.space = space if comm.Get_rank() == root else None
-        if comm.Get_rank() == root:
-            self._by_rank = np.argsort(ranks, kind="stable")  # the elements rank by rank, each rank's in order
-            self._owned_counts = np.bincount(ranks, minlength=comm.Get_size())
-            self._single = single_of_rank(space, ranks)
-            self._weights = penalty_weights(space.mesh, space.degree, options.penalty_kind)
-            self.linear_solver = linear_solver
+        with collective_phase(comm):  # rank 0's own tables, before the others wait in follow()
+            if comm.Get_rank() == root:
+                self._by_rank = np.argsort(ranks, kind="stable")  # the elements rank by rank, each in order
+                self._owned_counts = np.bincount(ranks, minlength=comm.Get_size())
+                self._every_a = np.empty(part.n_elements)  # the owned a_K of every rank, gathered per iterate
+                self._single = single_of_rank(space, ranks)
+                self._weights = penalty_weights(space.mesh, space.degree, options.penalty_kind)
+                self.linear_solver = linear_solver
         self.plan_seconds, self.jit_seconds = self.local.plan_seconds, self.local.jit_seconds
 
     # -- the penalty at the iterate: a_K of the halo from its owners, of every element on rank 0
@@ -84,13 +86,11 @@ class DistributedNonlinearSystem:
         check_collectively(comm, None)
         a_local = self._halo.exchange(comm, a_local)
         owned = np.ascontiguousarray(a_local[part.submesh.owned])
-        every = None
-        if comm.Get_rank() == self.root:
-            every = np.empty(part.n_elements)
-        comm.Gatherv(owned, [every, self._owned_counts, MPI.DOUBLE] if every is not None else None, root=self.root)
-        if every is not None:
+        root = comm.Get_rank() == self.root
+        comm.Gatherv(owned, [self._every_a, self._owned_counts, MPI.DOUBLE] if root else None, root=self.root)
+        if root:  # (rank 0 alone, after the last exchange of the linearisation)
             self._a_all = np.empty(part.n_elements)
-            self._a_all[self._by_rank] = every
+            self._a_all[self._by_rank] = self._every_a
         return part_face_penalty(part, a_local, self.options.penalty)
 
     # -- rank 0's side
