@@ -269,6 +269,7 @@ def test_a_problem_raising_on_one_rank_ends_every_rank(tmp_path):
 
 FAILING_STEPS = """
 import sys
+import numpy as np
 from mpi4py import MPI
 import polydg.distributed.assembly as distributed
 from polydg.assembly.options import AssemblyOptions
@@ -315,7 +316,10 @@ try:
                 return numpy.empty(shape, *args, **kwargs)
 
         distributed.np = Short()
-    result.gather()
+    if case == "errors":  # rank 0 hands a solution of the wrong length: refused before any rank is sent it
+        result.errors(builtin_problem("paper-2d", 2), np.zeros(3) if comm.Get_rank() == 0 else None)
+    else:
+        result.gather()
     outcome = "finished"
 except RankFailure as exc:
     outcome = f"RankFailure: {exc}"
@@ -326,11 +330,13 @@ with open(f"{sys.argv[1]}/{case}.{comm.Get_rank()}", "w") as fh:
 
 @pytest.mark.parametrize("case, line", [("part", "rank 0: out of memory"),
                                         ("resolve", "rank 1: RuntimeError: no backend here"),
-                                        ("gather", "rank 0: out of memory")])
+                                        ("gather", "rank 0: out of memory"),
+                                        ("errors", "rank 0: the solution has 3 entries, the space 39 dofs")])
 def test_a_rank_failing_while_others_wait_in_a_phase_ends_every_rank(tmp_path, case, line):
     """Rank 0 failing while it hands out the parts (ranks 2 waits for its own), rank 1 failing before the
-    device binding's collective, rank 0 unable to hold the gathered matrix while the others would send it:
-    every rank leaves with the same RankFailure (they hung before)."""
+    device binding's collective, rank 0 unable to hold the gathered matrix while the others would send it,
+    rank 0 handing errors() a solution of the wrong length (each rank is sent its own entries of it): every
+    rank leaves with the same RankFailure (the first two hung before)."""
     (tmp_path / "steps.py").write_text(FAILING_STEPS)
     r = mpiexec(3, tmp_path / "steps.py", tmp_path, case, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -117,16 +117,26 @@ class DistributedAssembly:
 
         from ..solve import errors
 
-        comm = self.comm
-        x = comm.bcast(solution if comm.Get_rank() == root else None, root=root)
-        part = self.part
-        space = part.space()
-        mesh = space.mesh
-        owned = np.zeros(mesh.n_elements, dtype=bool)
-        owned[part.submesh.owned] = True
+        comm, part = self.comm, self.part
         with collective_phase(comm):
-            local = errors(space, as_problem(problem, mesh.dim), x[part.dof_map(space)],
-                           penalty_values=self.face_penalty, faces=owned[mesh.face_elements[:, 0]], **options)
+            space = part.space()
+            mesh = space.mesh
+            dofs = part.dof_map(space)  # the single-process dof of each local dof: the entries this rank reads
+            owned = np.zeros(mesh.n_elements, dtype=bool)
+            owned[part.submesh.owned] = True
+            local_x = np.empty(len(dofs))
+        reads = comm.gather(dofs, root=root)
+        send = None
+        with collective_phase(comm):  # each rank is sent its entries alone: O(dofs + halo), not dofs a rank
+            if comm.Get_rank() == root:
+                x = np.asarray(solution, dtype=np.float64).reshape(-1)
+                if len(x) != self.info["dofs"]:
+                    raise OptionError(f"the solution has {len(x)} entries, the space {self.info['dofs']} dofs")
+                send = [np.concatenate([x[d] for d in reads]), [len(d) for d in reads], MPI.DOUBLE]
+        comm.Scatterv(send, local_x, root=root)
+        with collective_phase(comm):
+            local = errors(space, as_problem(problem, mesh.dim), local_x, penalty_values=self.face_penalty,
+                           faces=owned[mesh.face_elements[:, 0]], **options)
         keys = sorted(local)
         squares = np.array([local[k] ** 2 for k in keys])
         comm.Allreduce(MPI.IN_PLACE, squares, op=MPI.SUM)
