@@ -21,6 +21,7 @@ from .. import backend as bk
 from ..backend import contiguous, numpy_aliases_for_numba_cuda
 from ..basis import basis_indices, element_box_tables, eval_basis_point_scaled, legendre_recurrence
 from . import linearization as forms
+from .result import csr_as_given
 from .cuda_kernels import ViewCache, compile_once, for_device, launch
 from .linearization import PointForms
 from .linearized_passes import HostExecutor
@@ -404,14 +405,10 @@ class DeviceExecutor:
 
     def results(self):
         """The Jacobian and residual copied to the host (SciPy CSR, NumPy): the Newton step's solve runs there."""
-        import scipy.sparse as sp
-
         self.synchronize()
         jacobian = None
         if self.want:
             pattern = self.plan.pattern
-            jacobian = sp.csr_matrix((pattern.n_rows, pattern.n_cols))
-            jacobian.data = bk.to_host(self.data)
-            jacobian.indices, jacobian.indptr = bk.to_host(pattern.indices), bk.to_host(pattern.indptr)
-            jacobian.has_sorted_indices = True
+            jacobian = csr_as_given(bk.to_host(self.data), bk.to_host(pattern.indices), bk.to_host(pattern.indptr),
+                                    (pattern.n_rows, pattern.n_cols))
         return jacobian, bk.to_host(self.rhs)

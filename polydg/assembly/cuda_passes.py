@@ -32,6 +32,7 @@ from .. import backend as bk
 from .arguments import Points, Values, plan_arguments
 from .coefficients import Coefficients, DeviceCoefficients
 from .passes import boundary_modes, contributing_boundary_faces
+from .result import csr_as_given
 from .plan import AssemblyPlan
 from .points import PointBatch
 from .timing import Timer
@@ -303,13 +304,8 @@ def assemble_on_device(plan: AssemblyPlan, executor: Callable[[DeviceContext], o
     elif backend == "cupy" and not to_host:
         matrix, rhs = _cupy_csr(ctx.data, pattern.indices, pattern.indptr, shape), ctx.rhs
     else:
-        import scipy.sparse as sp
-
-        matrix = sp.csr_matrix(shape, dtype=plan.dtype)  # int64 indices kept, as the CPU path does
-        matrix.data, matrix.indices, matrix.indptr = (bk.to_host(ctx.data), bk.to_host(pattern.indices),
-                                                       bk.to_host(pattern.indptr))
-        matrix.check_format(full_check=False)
-        matrix.has_sorted_indices = True
+        # int64 indices kept, as the CPU path does
+        matrix = csr_as_given(bk.to_host(ctx.data), bk.to_host(pattern.indices), bk.to_host(pattern.indptr), shape)
         rhs = bk.to_host(ctx.rhs)
     timer.add("values", t)
     return matrix, rhs

@@ -34,6 +34,7 @@ import scipy.sparse as sp
 
 from . import linearized_kernels as LK
 from .fields import field_at_points
+from .result import csr_as_given
 from ..threads import parallel_range
 from .linearization import (HOST_LOOPS, CoefficientsAtIterate, PointForms, XOnlyValues, boundary_forms, interior_forms,
                             volume_forms)
@@ -208,9 +209,7 @@ class HostExecutor:
         jacobian = None
         if self.want:
             pattern = self.plan.pattern
-            jacobian = sp.csr_matrix((pattern.n_rows, pattern.n_cols))
-            jacobian.data, jacobian.indices, jacobian.indptr = self.data, pattern.indices, pattern.indptr
-            jacobian.has_sorted_indices = True
+            jacobian = csr_as_given(self.data, pattern.indices, pattern.indptr, (pattern.n_rows, pattern.n_cols))
         residual, self.data, self.rhs, self.u = self.rhs, None, None, None
         return jacobian, residual
 

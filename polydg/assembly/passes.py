@@ -26,6 +26,7 @@ import scipy.sparse as sp
 from ..backend import to_host
 from ..threads import parallel_range, range_kernel
 from . import kernels as K
+from .result import csr_as_given
 from .arguments import Points, Values, plan_arguments
 from .coefficients import Coefficients
 from .kept_points import KeptPoints
@@ -123,13 +124,7 @@ class PassContext:
     def csr_matrix(self) -> sp.csr_matrix:
         """The pattern's values as CSR with int64 indices."""
         pattern = self.plan.pattern
-        # the arrays as they are: SciPy's constructor would first convert the int64 indices
-        # to int32 where they fit (an nnz-sized copy), and polydg promises int64
-        matrix = sp.csr_matrix((pattern.n_rows, pattern.n_cols), dtype=self.plan.dtype)
-        matrix.data, matrix.indices, matrix.indptr = self.data, pattern.indices, pattern.indptr
-        matrix.check_format(full_check=False)
-        matrix.has_sorted_indices = True
-        return matrix
+        return csr_as_given(self.data, pattern.indices, pattern.indptr, (pattern.n_rows, pattern.n_cols))
 
 
 def assemble_on_host(plan: AssemblyPlan, executor: Callable[[PassContext], object], coefficients: Coefficients,

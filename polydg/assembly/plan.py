@@ -22,7 +22,7 @@ from .moments import moment_tables
 from .pattern import SparsityPattern, sparsity_pattern
 from .penalty import diffusion_bound
 from .penalty import face_penalty as penalty_of_faces
-from .points import face_point_loads, point_counts
+from .points import bounded_runs, face_point_loads, point_counts
 from .scope import AssemblyScope
 from .timing import Timer
 
@@ -220,11 +220,4 @@ def element_chunks(mesh, element_rule: np.ndarray, face_rule: np.ndarray, memory
     face_load = face_point_loads(mesh.face_elements, face_rule, mesh.n_elements, d - 1, face_scratch)
     cost = np.maximum(per_element, face_load[e_lo:e_hi])
     max_points = max(int(memory_budget_mb * 2**20 / BYTES_PER_POINT), 1)
-    cum = np.cumsum(cost)
-    cuts = [0]
-    while cuts[-1] < len(cost):  # one iteration per chunk
-        base = cum[cuts[-1] - 1] if cuts[-1] > 0 else 0
-        nxt = int(np.searchsorted(cum, base + max_points, side="right"))
-        cuts.append(max(nxt, cuts[-1] + 1))
-    cuts[-1] = min(cuts[-1], len(cost))
-    return [(e_lo + a, e_lo + b) for a, b in zip(cuts[:-1], cuts[1:])]
+    return [(e_lo + a, e_lo + b) for a, b in bounded_runs(cost, max_points)]

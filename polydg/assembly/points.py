@@ -60,6 +60,23 @@ def point_counts(dim: int, degrees: np.ndarray) -> np.ndarray:
     return table[degrees]
 
 
+def bounded_runs(cost: np.ndarray, budget: float) -> list[tuple[int, int]]:
+    """Runs [a, b) of consecutive items, taken greedily, whose costs sum to at most ``budget`` (one item at
+    least): the chunks of every budgeted pass.
+
+    >>> bounded_runs(np.array([1, 1, 4, 4, 4]), 6)
+    [(0, 3), (3, 4), (4, 5)]
+    """
+    cum = np.cumsum(cost)
+    runs, start = [], 0
+    while start < len(cum):  # one pass per run
+        base = cum[start - 1] if start else 0
+        stop = max(int(np.searchsorted(cum, base + budget, side="right")), start + 1)
+        runs.append((start, stop))
+        start = stop
+    return runs
+
+
 def point_ranges(dim: int, degrees: np.ndarray, max_points: int) -> list[slice]:
     """Runs of consecutive ``dim``-simplices (rules of ``degrees``, one per simplex) whose points number at
     most ``max_points``, one simplex at least: chunks bounded by points, whatever the rules' sizes.
@@ -67,14 +84,7 @@ def point_ranges(dim: int, degrees: np.ndarray, max_points: int) -> list[slice]:
     >>> [(r.start, r.stop) for r in point_ranges(2, np.array([1, 1, 3, 3, 3]), 6)]  # rules of 1 and 4 points
     [(0, 3), (3, 4), (4, 5)]
     """
-    cum = np.cumsum(point_counts(dim, degrees))
-    ranges, start = [], 0
-    while start < len(cum):  # one pass per chunk
-        base = int(cum[start - 1]) if start else 0
-        stop = max(int(np.searchsorted(cum, base + max_points, side="right")), start + 1)
-        ranges.append(slice(start, stop))
-        start = stop
-    return ranges
+    return [slice(a, b) for a, b in bounded_runs(point_counts(dim, degrees), max_points)]
 
 
 def face_point_loads(face_elements: np.ndarray, face_rule: np.ndarray, n_elements: int, dim: int,

@@ -1,4 +1,5 @@
-"""What an assembly returns: :class:`AssemblyResult` (the matrix, the load, the face penalty, the record)."""
+"""What an assembly returns: :class:`AssemblyResult` (the matrix, the load, the face penalty, the record),
+its matrix made by :func:`csr_as_given`."""
 
 from __future__ import annotations
 
@@ -46,3 +47,14 @@ def size_record(space, rows: int, elements: np.ndarray, matrix) -> dict:
         "assembled": "matrix+load" if matrix is not None else "load",
         "degree": {"min": space.min_degree, "max": space.max_degree},
     }
+
+
+def csr_as_given(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
+    """A SciPy CSR matrix holding these arrays as they are (columns sorted in every row): SciPy's
+    constructor would first copy int64 indices that fit int32 into int32 ones (an nnz-sized copy), and
+    polydg promises int64."""
+    matrix = sp.csr_matrix(shape, dtype=data.dtype)
+    matrix.data, matrix.indices, matrix.indptr = data, indices, indptr
+    matrix.check_format(full_check=False)
+    matrix.has_sorted_indices = True
+    return matrix

@@ -28,6 +28,7 @@ import scipy.sparse as sp
 
 from .. import backend as bk
 from ..assembly.assembler import Assembler, AssemblyResult
+from ..assembly.result import csr_as_given
 from ..assembly.options import AssemblyOptions, assembly_options
 from ..assembly.passes import expand_ranges
 from ..assembly.reductions import reduction
@@ -38,8 +39,8 @@ from ..partition.ranks import balance, element_work, rank_partition
 from ..problem import as_problem
 from ..problem.data import on_sub_mesh
 from .comm import bind_rank_device, collective_phase
-from .parts import (RankPart, compile_relabel_kernel, csr_of, local_diffusion_bound, part_face_penalty,
-                    rank_numbering, rank_parts, relabel_columns, relabel_rows)
+from .parts import (RankPart, compile_relabel_kernel, local_diffusion_bound, part_face_penalty, rank_numbering,
+                    rank_parts, relabel_columns, relabel_rows)
 
 __all__ = ["DistributedAssembly", "assemble_distributed"]
 
@@ -100,8 +101,8 @@ class DistributedAssembly:
             indptr = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(lengths, out=indptr[1:])
             del lengths
-            matrix = csr_of(*relabel_rows(indptr, indices, data, single, rows=order), (n, n))
-            del indices, data
+            indptr, indices, data = relabel_rows(indptr, indices, data, single, rows=order)
+            matrix = csr_as_given(data, indices, indptr, (n, n))
         info = dict(self.info, gather_seconds=time.perf_counter() - t)
         info["rank_timings"], info["timings"] = info["timings"], info["timings_max"]  # the critical path
         return AssemblyResult(matrix, rhs_rank[order], sigma, info)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ..assembly.result import csr_as_given
 from ..assembly.penalty import diffusion_bound, penalty_from_weights, penalty_weights
 from ..assembly.scope import AssemblyScope
 from ..mesh.submesh import RankMesh, rank_submesh
@@ -203,18 +204,10 @@ def relabel_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, new_
     return out_indptr, out_indices, out_data
 
 
-def csr_of(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
-    """A SciPy CSR matrix holding these arrays as they are (SciPy's constructor would copy int64 indices
-    that fit int32 into int32 ones); columns sorted in every row."""
-    out = sp.csr_matrix(shape, dtype=data.dtype)
-    out.data, out.indices, out.indptr = data, indices, indptr
-    out.has_sorted_indices = True
-    return out
-
-
 def relabel_columns(matrix: sp.csr_matrix, new_label: np.ndarray, n_cols: int) -> sp.csr_matrix:
     """``matrix`` with column j renamed ``new_label[j]`` (a one-to-one map), columns sorted in every row."""
-    return csr_of(*relabel_rows(matrix.indptr, matrix.indices, matrix.data, new_label), (matrix.shape[0], n_cols))
+    indptr, indices, data = relabel_rows(matrix.indptr, matrix.indices, matrix.data, new_label)
+    return csr_as_given(data, indices, indptr, (matrix.shape[0], n_cols))
 
 
 def compile_relabel_kernel() -> None:

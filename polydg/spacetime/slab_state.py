@@ -44,6 +44,7 @@ import scipy.sparse as sp
 from .. import backend as bk
 from ..assembly.coefficients import DeviceCoefficients
 from ..assembly.kept_points import kept_points_allowance
+from ..assembly.points import bounded_runs
 from ..basis import tabulate
 from ..problem import Problem
 from ..solve import SolverError, solve, solve_on_device
@@ -210,14 +211,8 @@ class SlabState:
 
     def _chunks(self, space: DGSpace, making: np.ndarray) -> list[Chunk]:
         """Consecutive spatial elements whose tables' making fits the memory budget (at least one each)."""
-        budget = max(int(self.memory_budget_mb * 2**20), 1)
-        cum = np.cumsum(making)
-        cuts = [0]
-        while cuts[-1] < len(making):  # one iteration per chunk
-            base = cum[cuts[-1] - 1] if cuts[-1] > 0 else 0
-            cuts.append(max(int(np.searchsorted(cum, base + budget, side="right")), cuts[-1] + 1))
         chunks = []
-        for a, b in zip(cuts[:-1], cuts[1:]):
+        for a, b in bounded_runs(making, max(int(self.memory_budget_mb * 2**20), 1)):
             points = slice(int(self.first[a]), int(self.first[b]))
             dofs = slice(int(space.dof_offsets[self.offsets[a]]), int(space.dof_offsets[self.offsets[b]]))
             chunks.append(Chunk(points, dofs))
