@@ -294,6 +294,13 @@ if case == "part":  # rank 0 runs out of memory building rank 2's part, after se
             yield part
 
     distributed.rank_parts = failing
+elif case == "receive" and comm.Get_rank() == 2:  # rank 2 has no room for its part: rank 0, which sends it,
+    import polydg.distributed.comm as ranks_comm  # must not wait for it to be received
+
+    def no_room(size):
+        raise MemoryError()
+
+    ranks_comm._room = no_room
 elif case == "resolve" and comm.Get_rank() == 1:  # rank 1 alone cannot resolve its options, before the
     # device binding's collective
     def unresolved(self):
@@ -329,14 +336,15 @@ with open(f"{sys.argv[1]}/{case}.{comm.Get_rank()}", "w") as fh:
 
 
 @pytest.mark.parametrize("case, line", [("part", "rank 0: out of memory"),
+                                        ("receive", "rank 2: out of memory"),
                                         ("resolve", "rank 1: RuntimeError: no backend here"),
                                         ("gather", "rank 0: out of memory"),
                                         ("errors", "rank 0: the solution has 3 entries, the space 39 dofs")])
 def test_a_rank_failing_while_others_wait_in_a_phase_ends_every_rank(tmp_path, case, line):
-    """Rank 0 failing while it hands out the parts (ranks 2 waits for its own), rank 1 failing before the
-    device binding's collective, rank 0 unable to hold the gathered matrix while the others would send it,
-    rank 0 handing errors() a solution of the wrong length (each rank is sent its own entries of it): every
-    rank leaves with the same RankFailure (the first two hung before)."""
+    """Rank 0 failing while it hands out the parts (rank 2 waits for its own), rank 2 without room for its
+    part (rank 0 is sending it), rank 1 failing before the device binding's collective, rank 0 unable to hold
+    the gathered matrix while the others would send it, rank 0 handing errors() a solution of the wrong length
+    (each rank is sent its own entries of it): every rank leaves with the same RankFailure."""
     (tmp_path / "steps.py").write_text(FAILING_STEPS)
     r = mpiexec(3, tmp_path / "steps.py", tmp_path, case, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -38,7 +38,7 @@ from ..errors import OptionError
 from ..partition.ranks import balance, element_work, rank_partition
 from ..problem import as_problem
 from ..problem.data import on_sub_mesh
-from .comm import bind_rank_device, collective_phase
+from .comm import bind_rank_device, collective_phase, receive_object, send_object
 from .parts import (RankPart, compile_relabel_kernel, local_diffusion_bound, part_face_penalty, rank_numbering,
                     rank_parts, relabel_columns, relabel_rows)
 
@@ -316,18 +316,16 @@ def hand_out_parts(space, comm, options: AssemblyOptions, *, scope: AssemblyScop
                 for part in parts:  # built and sent one at a time: rank 0 never holds them all
                     if part.rank == root:
                         mine = part
-                    else:
-                        comm.send(part, dest=part.rank, tag=11)
+                    else:  # a rank without room for its part declines it: its error is reported at the end
+                        send_object(comm, part, part.rank, tag=11)
                         waiting.discard(part.rank)
             except BaseException:  # (building a part ran out of memory): release the ranks still waiting
                 for r in sorted(waiting):
-                    comm.send(None, dest=r, tag=11)
+                    send_object(comm, None, r, tag=11)
                 raise
             part = mine
-        else:
-            part = comm.recv(source=root, tag=11)
-            if part is None:  # rank 0 failed: its error is the one reported at this phase's end
-                raise RuntimeError(f"rank {root} sent no part")
+        else:  # nothing sent: rank 0 failed, and its error is the one reported at this phase's end
+            part = receive_object(comm, root, tag=11)
     timings["distribute"] = time.perf_counter() - t
     return part, ranks, timings
 

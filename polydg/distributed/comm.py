@@ -15,6 +15,7 @@ one rank dies, and to :func:`abort`.
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 
 from ..errors import Interrupted, OptionError, PolyDGError
@@ -86,6 +87,58 @@ def share_the_cores(comm) -> int:
     from ..threads import use_environment_threads
 
     return use_environment_threads(ranks_on_node=node_local_rank(comm)[1])
+
+
+#: the most bytes one ``Send`` of :func:`send_object` carries (MPI's counts are C ints)
+OBJECT_ROUND = 1 << 30
+
+
+def send_object(comm, obj, dest: int, tag: int) -> bool:
+    """Send ``obj`` (pickled) to ``dest``, which calls :func:`receive_object`: its size first, then its bytes
+    if ``dest`` made room for them.  Returns whether they were sent.
+
+    A receiver out of memory declines instead of leaving the sender blocked in
+    a send it will never match (its error is then exchanged at the phase's
+    end).  ``obj=None`` tells ``dest`` that nothing comes: it raises.
+    """
+    from mpi4py import MPI
+
+    if obj is None:
+        comm.send(-1, dest=dest, tag=tag)
+        return False
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    comm.send(len(data), dest=dest, tag=tag)
+    if not comm.recv(source=dest, tag=tag):
+        return False
+    view = memoryview(data)
+    for start in range(0, len(data), OBJECT_ROUND):
+        comm.Send([view[start:start + OBJECT_ROUND], MPI.BYTE], dest=dest, tag=tag)
+    return True
+
+
+def receive_object(comm, source: int, tag: int):
+    """The object ``source`` sends by :func:`send_object`; raises MemoryError (after telling ``source``) where
+    its bytes do not fit, RuntimeError where ``source`` sent nothing."""
+    from mpi4py import MPI
+
+    size = comm.recv(source=source, tag=tag)
+    if size < 0:
+        raise RuntimeError(f"rank {source} sent nothing")
+    try:
+        data = _room(size)
+    except MemoryError:
+        comm.send(False, dest=source, tag=tag)
+        raise
+    comm.send(True, dest=source, tag=tag)
+    view = memoryview(data)
+    for start in range(0, size, OBJECT_ROUND):
+        comm.Recv([view[start:start + OBJECT_ROUND], MPI.BYTE], source=source, tag=tag)
+    return pickle.loads(data)
+
+
+def _room(size: int) -> bytearray:
+    """A buffer of ``size`` bytes for :func:`receive_object` (apart, so that a test can refuse it)."""
+    return bytearray(size)
 
 
 #: what a failure was, for the exit code and the wording of its one line
