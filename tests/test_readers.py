@@ -102,6 +102,30 @@ def test_non_convex_polygons_are_triangulated_inside(name):
     assert shapely.union_all(triangles).symmetric_difference(poly).area < 1e-9 * poly.area
 
 
+# convex polygons with vertices on their straight sides (as agglomerated meshes list them): a square with a
+# side's midpoint, and a triangle with every side's midpoint (no vertex can be a fan's apex)
+HANGING = {"square": [(0, 0), (1, 0), (1, 1), (0.5, 1), (0, 1)],
+           "triangle": [(0, 0), (1, 0), (2, 0), (1.5, 1), (1, 2), (0.5, 1)]}
+
+
+@pytest.mark.parametrize("name, start", [(name, start) for name, ring in HANGING.items() for start in range(len(ring))])
+def test_convex_polygons_with_vertices_on_their_sides_are_triangulated_from_any_first_vertex(name, start):
+    ring = np.roll(np.array(HANGING[name], dtype=float), -start, axis=0)
+    tri, owner = triangulate_polygons(ring, np.array([0, len(ring)]), np.arange(len(ring)))
+    x = ring[tri]
+    signed = 0.5 * ((x[:, 1, 0] - x[:, 0, 0]) * (x[:, 2, 1] - x[:, 0, 1])
+                    - (x[:, 1, 1] - x[:, 0, 1]) * (x[:, 2, 0] - x[:, 0, 0]))
+    assert len(tri) == len(ring) - 2 and (owner == 0).all()
+    assert signed.min() > 0.05 and signed.sum() == pytest.approx(shapely.Polygon(ring).area, rel=1e-12)
+    # ... and the two-square mesh whose lower square lists the midpoint of the side they share
+    pts = np.array([(0, 0), (1, 0), (1, 1), (0, 1), (0.5, 1), (0, 2), (1, 2)], dtype=float)
+    lower = np.roll([3, 0, 1, 2, 4], -start)
+    fine = polygon_mesh(pts, [0, 5, 8, 12], [*lower, 3, 4, 5, 4, 2, 6, 5], source="two squares")
+    mesh = build_polytopic_mesh(fine)
+    assert mesh.measure.tolist() == pytest.approx([1.0, 0.25, 0.75])
+    assert mesh.n_interfaces == 3
+
+
 def test_mixed_convex_and_non_convex_polygon_mesh():
     # an L shape and the square that completes it to a 2 x 2 square
     pts = np.array([(0, 0), (2, 0), (2, 1), (1, 1), (1, 2), (0, 2), (2, 2)], dtype=float)
@@ -348,3 +372,20 @@ def test_sample_polygon_mesh_reads_back_as_written():
     assert mesh.n_elements == 12
     assert mesh.measure.sum() == pytest.approx(1.0, abs=1e-12)
     assert closure_defect(mesh) < 1e-12
+
+
+@pytest.mark.parametrize("n", [1, 5, 16])
+def test_agglomerating_polygons_groups_whole_polygons(shared_meshes, n):
+    from polydg.partition.agglomerate import agglomerate_cells
+
+    fine = read_mesh(shared_meshes / "unit_square_voronoi_16_cells.vtk")
+    parts = agglomerate_cells(fine, n)
+    # every polygon's triangles in one element, the elements numbered 0..n-1 (16: each polygon its own)
+    lowest, highest = np.full(16, n), np.full(16, -1)
+    np.minimum.at(lowest, fine.cell_element, parts)
+    np.maximum.at(highest, fine.cell_element, parts)
+    assert (lowest == highest).all()
+    assert sorted(set(parts.tolist())) == list(range(n))
+    assert agglomerate(fine, n).n_elements == n
+    with pytest.raises(MeshError, match="cannot make 17 elements from 16 polygons of"):
+        agglomerate_cells(fine, 17)

@@ -101,17 +101,26 @@ def triangulate_polygons(points: np.ndarray, offsets: np.ndarray, conn: np.ndarr
     scale = np.repeat(area, sizes)
     right_turn = turn < -1e-12 * scale
     convex = np.bincount(poly_of[right_turn], minlength=n_poly) == 0
+    # a fan's apex must not lie on the line of an edge it is joined to: a corner (a strict left turn) whose
+    # neighbours are corners too, not vertices on a straight side (hanging vertices of agglomerated meshes)
+    corner = turn > 1e-12 * scale
+    apex_ok = corner & corner[prv] & corner[nxt]
+    position = np.arange(len(conn)) - np.repeat(offsets[:-1], sizes)
+    apex = np.full(n_poly, -1, dtype=np.int64)
+    candidates = np.flatnonzero(apex_ok)[::-1]
+    apex[poly_of[candidates]] = position[candidates]  # the first such vertex of each polygon (v0 where it is one)
+    fanned = convex & (apex >= 0)
 
-    # fans for convex polygons: (v0, v_i, v_{i+1}), i = 1 .. k-2
-    cp = np.flatnonzero(convex)
+    # fans for convex polygons: (v_a, v_{a+i}, v_{a+i+1}), i = 1 .. k-2, from the apex a
+    cp = np.flatnonzero(fanned)
     k = sizes[cp] - 2
     fan_poly = np.repeat(cp, k)
     local = np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k) + 1
-    base = offsets[fan_poly]
-    fan = np.stack([conn[base], conn[base + local], conn[base + local + 1]], axis=1)
+    base, size, a = offsets[fan_poly], sizes[fan_poly], apex[fan_poly]
+    fan = np.stack([conn[base + a], conn[base + (a + local) % size], conn[base + (a + local + 1) % size]], axis=1)
 
     tris, owner = [fan], [fan_poly]
-    ncp = np.flatnonzero(~convex)
+    ncp = np.flatnonzero(~fanned)  # non-convex, or convex with no apex (straight sides everywhere): triangulated
     if len(ncp):
         t, o = _constrained_triangulation(points, offsets, conn, ncp, source)
         tris.append(t)
@@ -140,7 +149,7 @@ def _reverse_where(conn, offsets, flip):
 
 
 def _constrained_triangulation(points, offsets, conn, polys, source):
-    """Constrained Delaunay triangles of the listed (non-convex) polygons, as vertex ids."""
+    """Constrained Delaunay triangles of the listed polygons (non-convex, or with no fan apex), as vertex ids."""
     sizes = np.diff(offsets)[polys]
     vids = conn[np.repeat(offsets[polys], sizes) + np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)]
     geoms = shapely.polygons(shapely.linearrings(points[vids], indices=np.repeat(np.arange(len(polys)), sizes)))

@@ -57,25 +57,32 @@ def split_disconnected(graph: sp.csr_matrix, parts: np.ndarray) -> np.ndarray:
 
 
 def agglomerate_cells(fine: SimplexMesh, n_elements: int, *, seed: int = DEFAULT_SEED) -> np.ndarray:
-    """Element id of every fine cell: METIS parts of the dual graph, made connected."""
+    """Element id of every simplex of ``fine``: METIS parts of the fine cells' dual graph, made connected.
+
+    The fine cells are the simplices, or for polygon input the polygons (``fine.cell_element``): a polygon is
+    never split between elements.
+    """
+    polygons = fine.cell_element is not None
+    n_cells = fine.n_fine_cells
     if n_elements < 1:
         raise MeshError(f"agglomerate: number of elements must be at least 1, got {n_elements}")
-    if n_elements > fine.n_cells:
-        raise MeshError(
-            f"agglomerate: cannot make {n_elements} elements from {fine.n_cells} cells of {fine.source}"
-        )
+    if n_elements > n_cells:
+        raise MeshError(f"agglomerate: cannot make {n_elements} elements from {n_cells} "
+                        f"{'polygons' if polygons else 'cells'} of {fine.source}")
     graph = dual_graph(fine)
+    if polygons:
+        graph = _cell_graph(graph, fine.cell_element, n_cells)
     if n_elements == 1:
-        parts = np.zeros(fine.n_cells, dtype=np.int64)
-    elif n_elements == fine.n_cells:
-        parts = np.arange(fine.n_cells, dtype=np.int64)
+        parts = np.zeros(n_cells, dtype=np.int64)
+    elif n_elements == n_cells:
+        parts = np.arange(n_cells, dtype=np.int64)
     else:
         adjacency = pymetis.CSRAdjacency(graph.indptr.astype(np.int64), graph.indices.astype(np.int64))
         # k-way with contiguous parts is the better partition, but its cost
         # grows with the number of parts; with few cells per part recursive
         # bisection is several times faster (docs/performance.md) and its few
         # disconnected parts are split below.
-        recursive = fine.n_cells < RECURSIVE_BELOW * n_elements
+        recursive = n_cells < RECURSIVE_BELOW * n_elements
         with _quiet_c_stdout():
             if recursive:
                 _, membership = pymetis.part_graph(n_elements, adjacency=adjacency, recursive=True,
@@ -89,13 +96,27 @@ def agglomerate_cells(fine: SimplexMesh, n_elements: int, *, seed: int = DEFAULT
                                                        options=pymetis.Options(seed=seed))
         parts = np.asarray(membership, dtype=np.int64)
         if recursive:
-            parts = _split_oversized(graph, split_disconnected(graph, parts), fine.n_cells / n_elements, seed)
+            parts = _split_oversized(graph, split_disconnected(graph, parts), n_cells / n_elements, seed)
     parts = split_disconnected(graph, parts)
-    if 1 < n_elements < fine.n_cells:
+    if 1 < n_elements < n_cells:
         # cell centroids summed vertex by vertex: no (cells, d + 1, d) temporary
         centroids = sum(fine.points[fine.cells[:, k]] for k in range(fine.cells.shape[1])) / fine.cells.shape[1]
+        if polygons:  # a polygon's place: the mean of its triangles' centroids
+            centroids = np.stack([np.bincount(fine.cell_element, weights=centroids[:, k], minlength=n_cells)
+                                  for k in range(fine.dim)], axis=1) / np.bincount(fine.cell_element)[:, None]
         parts = z_order_numbering(parts, centroids)
-    return parts
+    return parts[fine.cell_element] if polygons else parts
+
+
+def _cell_graph(graph: sp.csr_matrix, cell_of: np.ndarray, n_cells: int) -> sp.csr_matrix:
+    """The adjacency of the cells made of ``graph``'s vertices (vertex i in cell ``cell_of[i]``): two cells
+    are adjacent when a vertex of one is adjacent to a vertex of the other."""
+    coo = graph.tocoo()
+    a, b = cell_of[coo.row], cell_of[coo.col]
+    apart = a != b
+    g = sp.coo_matrix((np.ones(int(apart.sum())), (a[apart], b[apart])), shape=(n_cells, n_cells)).tocsr()
+    g.sum_duplicates()
+    return g
 
 
 def z_order(points: np.ndarray, bits: int = 21) -> np.ndarray:
