@@ -322,6 +322,27 @@ def test_layered_field_converges_optimally_on_aligned_elements_and_about_linearl
     assert straddling_error > 10 * aligned_error
 
 
+def test_error_norms_read_the_data_on_each_side_of_a_face():
+    """errors() with a diffusion per cell: each point's own cell, a face's larger side for sigma (the field
+    as a callable of x, which takes the larger value on x = 1/2, gives the same norms); the piecewise linear
+    solution of the two-layer problem exactly."""
+    fine = from_spec(f"square:{N}")
+    space = DGSpace(build_polytopic_mesh(fine), 1)
+    k = lambda x: np.where(x[:, 0] < 0.5, 1.0, 100.0)  # noqa: E731
+    flux = 1 / (0.5 / 1.0 + 0.5 / 100.0)
+    exact = lambda x: np.where(x[:, 0] < 0.5, flux * x[:, 0], flux * (0.5 + (x[:, 0] - 0.5) / 100.0))  # noqa: E731
+    gradient = lambda x: np.stack([flux / k(x), 0 * x[:, 0]], axis=1)  # noqa: E731
+    cells = CellData(k(fine.points[fine.cells].mean(axis=1)))
+    layered = Problem("layers", diffusion=cells, dirichlet=exact, exact=exact, exact_gradient=gradient)
+    v = np.random.default_rng(4).standard_normal(space.n_dofs)
+    located = errors(space, layered, v)
+    plain = errors(space, Problem("layers", diffusion=k, exact=exact, exact_gradient=gradient), v)
+    assert located == pytest.approx(plain, rel=1e-13)
+    result = assemble(space, layered)
+    x, _ = solve(result.matrix, result.rhs)
+    assert max(errors(space, layered, x, penalty_values=result.face_penalty).values()) < 1e-11
+
+
 # ---------------------------------------------------------------------------
 # bad input: one line
 

@@ -215,6 +215,22 @@ def test_complex_step_needs_an_analytic_callable():
     assert solve_nonlinear(space, given).residuals[-1] < 1e-9 * solve_nonlinear(space, given).residuals[0]
 
 
+@pytest.mark.parametrize("name", ["quasilinear", "p-laplacian-type"])
+def test_error_norms_of_a_nonlinear_problem_take_its_diffusion_at_the_exact_solution(spaces, name):
+    from polydg.solve import errors
+
+    space = spaces["2d"]
+    problem = builtin_problem("quasilinear", 2)
+    if name != "quasilinear":  # a(grad u): the exact gradient too
+        problem = Problem(name, diffusion=lambda x, u, grad_u: 1 + (grad_u**2).sum(axis=1), exact=problem.exact,
+                          exact_gradient=problem.exact_gradient)
+    frozen = Problem("frozen", exact=problem.exact, exact_gradient=problem.exact_gradient,
+                     diffusion=lambda x: problem.diffusion_at(x, u=problem.exact_at(x),
+                                                              grad_u=problem.exact_gradient_at(x)))
+    v = np.random.default_rng(2).standard_normal(space.n_dofs)
+    assert errors(space, problem, v) == errors(space, frozen, v)
+
+
 @pytest.mark.slow
 def test_manufactured_quasilinear_solution_converges_at_the_optimal_rate():
     from polydg.solve import errors

@@ -34,7 +34,6 @@ def run_nonlinear(args: argparse.Namespace, opts: RunOptions, problem, space, sa
     """
     from ..assembly import AssemblyResult
     from ..nonlinear import NonlinearSystem, solve_iteration
-    from ..problem import Problem
     from ..solve import errors
 
     nonlinear = nonlinear_options(args, opts)
@@ -57,9 +56,8 @@ def run_nonlinear(args: argparse.Namespace, opts: RunOptions, problem, space, sa
     solve_info = {"seconds": solve_seconds, "solver": f"{nonlinear.method} + {nonlinear.linear_solver}",
                   "method": nonlinear.linear_solver, "iterations": result.iterations}
     errs = None
-    if problem.exact is not None:  # the norms of the Laplacian (a = 1): the problem's a depends on u
-        norms = Problem(problem.name, diffusion=1.0, exact=problem.exact, exact_gradient=problem.exact_gradient)
-        errs = errors(space, norms, result.solution, penalty_values=last.face_penalty)
+    if problem.exact is not None:  # the DG norm's A at the exact solution
+        errs = errors(space, problem, result.solution, penalty_values=last.face_penalty)
     return report(args, opts, say, space, problem, assembly, timings, (result.solution, solve_info, errs),
                   extra={"nonlinear": result.summary(), **(extra or {})})
 

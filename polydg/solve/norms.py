@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..problem.data import PointLocation
 from .system import SolverError
 
 #: default penalty constant of :func:`errors` when no per-face values are given
@@ -156,6 +157,11 @@ def _face_batches(space: Any, faces: np.ndarray, extra: int, budget_mb: float):
             yield f, x, weight, p, nq
 
 
+def _face_cells(mesh: Any, faces: np.ndarray, side: int, nq: int) -> np.ndarray | None:
+    """The fine cell on ``side`` of each face, once per quadrature point (None: the mesh records none)."""
+    return None if mesh.face_cells is None else np.repeat(mesh.face_cells[faces, side], nq)
+
+
 def _quadratic_form(v: np.ndarray, A: np.ndarray) -> np.ndarray:
     """v_n^T A_n v_n for v (n, d) and A (n, d, d) or (1, d, d)."""
     return np.einsum("ni,ni->n", (v[:, None, :] @ A)[:, 0, :], v)
@@ -163,6 +169,17 @@ def _quadratic_form(v: np.ndarray, A: np.ndarray) -> np.ndarray:
 
 def _normal_diffusion(A: np.ndarray, normal: np.ndarray) -> np.ndarray:
     return _quadratic_form(normal, A)
+
+
+def _diffusion(problem: Any, x: np.ndarray, u: np.ndarray, elements: np.ndarray, cells: np.ndarray | None) -> np.ndarray:
+    """A at the points for the DG norm: a diffusion of the iterate at the exact solution ``u`` (and its
+    gradient), one that reads where its points lie at ``elements`` and fine ``cells`` (None: not known)."""
+    where = None
+    if problem.located:
+        where = PointLocation(element=elements, cell=np.full(len(elements), -1, dtype=np.int64) if cells is None
+                              else cells)
+    grad_u = problem.exact_gradient_at(x) if problem.nonlinear else None
+    return problem.diffusion_at(x, u=u, grad_u=grad_u, where=where)
 
 
 def errors(space: Any, problem: Any, solution: np.ndarray, *, penalty_values: np.ndarray | None = None,
@@ -184,8 +201,10 @@ def errors(space: Any, problem: Any, solution: np.ndarray, *, penalty_values: np
     diffusive Dirichlet part is {n.A n > 0 and not is_neumann}, pointwise, and
     sigma_F is ``penalty_values[F]`` (one per face, as the assembler reports
     it) or by default the classical 10 a_F max(p_K, 1)^2 / min(h_K) with a_F
-    the largest n.A n at the face's quadrature points.  The keys h1 and dg
-    are left out when the problem has no ``exact_gradient``.
+    the largest n.A n at the face's quadrature points, on either side.  The keys h1 and dg
+    are left out when the problem has no ``exact_gradient``.  A diffusion that
+    depends on the solution (a nonlinear problem) is taken at the exact one;
+    data per cell or element on each side of a face.
 
     ``faces`` (a boolean mask over the faces) limits the face sums to those
     faces: one MPI rank's share, whose squares the ranks add up.
@@ -203,14 +222,16 @@ def errors(space: Any, problem: Any, solution: np.ndarray, *, penalty_values: np
     l2 = h1 = energy = jumps = 0.0
 
     # --- volume terms ------------------------------------------------------
-    for _, x, weight, elements, p, _ in _simplex_batches(space, quadrature_extra, memory_budget_mb):
+    for s, x, weight, elements, p, nq in _simplex_batches(space, quadrature_extra, memory_budget_mb):
         uh, guh = _values(space, solution, x, elements, p, with_gradient)
-        e = problem.exact_at(x) - uh
+        u = problem.exact_at(x)
+        e = u - uh
         l2 += float(weight @ e**2)
         if with_gradient:
             ge = problem.exact_gradient_at(x) - guh
             h1 += float(weight @ np.einsum("nd,nd->n", ge, ge))
-            energy += float(weight @ _quadratic_form(ge, problem.diffusion_at(x)))
+            cells = None if mesh.simplex_cell is None else np.repeat(mesh.simplex_cell[s], nq)
+            energy += float(weight @ _quadratic_form(ge, _diffusion(problem, x, u, elements, cells)))
 
     # --- face terms ----------------------------------------------------------
     if with_gradient:
@@ -231,7 +252,12 @@ def errors(space: Any, problem: Any, solution: np.ndarray, *, penalty_values: np
                     jump = u1 - u2
                 else:
                     jump = problem.exact_at(x) - u1
-                nAn = np.broadcast_to(_normal_diffusion(problem.diffusion_at(x), normal), jump.shape)
+                u = problem.exact_at(x)
+                nAn = np.broadcast_to(_normal_diffusion(_diffusion(problem, x, u, e1, _face_cells(mesh, f, 0, nq)),
+                                                        normal), jump.shape)
+                if interior and problem.located:  # the diffusion on the other side too: a_F the larger
+                    other = _diffusion(problem, x, u, e2, _face_cells(mesh, f, 1, nq))
+                    nAn = np.maximum(nAn, _normal_diffusion(other, normal))
                 if penalty_values is not None:
                     sigma = np.repeat(penalty_values[f], nq)
                 else:
