@@ -113,9 +113,7 @@ def format_table(summary: dict) -> str:
     lines.append(f"{'(JIT, apart)':22}{summary['jit_seconds']:12.4f}")
     if summary.get("repeat", 1) > 1:
         lines.append(f"timings are medians of {summary['repeat']} assemblies")
-    if summary.get("ranks", 1) > 1 and "balance" not in summary:  # a nonlinear iteration: rank 0's linearisation
-        lines.append("timings are rank 0's (each rank linearises its own rows)")
-    elif summary.get("ranks", 1) > 1:
+    if summary.get("ranks", 1) > 1:
         b = summary["balance"]
         lines.append(f"timings are the slowest rank's; load balance (max / mean over ranks): kernel time "
                      f"{b['kernel_time']:.2f}, estimated work {b['work']:.2f}, nnz {b['nnz']:.2f}, "

@@ -34,6 +34,10 @@ class DGSpace:
     def __init__(self, mesh: PolytopicMesh, degree: int | np.ndarray, basis: str = "P") -> None:
         if basis not in BASES:
             raise OptionError(f"unknown basis {basis!r}; choose one of {', '.join(BASES)}")
+        if not isinstance(mesh, PolytopicMesh):
+            raise OptionError(f"DGSpace takes a PolytopicMesh, got {type(mesh).__name__}: make one of a fine mesh by "
+                              "polydg.partition.agglomerate(fine, n) or polydg.mesh.build_polytopic_mesh(fine) (each "
+                              "cell an element)")
         self.mesh = mesh
         self.basis = basis
         deg = np.asarray(degree)

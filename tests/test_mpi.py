@@ -444,7 +444,7 @@ def test_space_time_march_on_ranks_gives_the_one_process_slabs(tmp_path, n, extr
     assert many.returncode == 0, many.stderr
     s1, s2 = _same_output_files(tmp_path / "one", tmp_path / "many")
     assert s1["errors"] == s2["errors"] and s2["ranks"] == n and s2["slabs"] == 3
-    assert len(s2["rank_timings_per_slab"]) == 3 and len(s2["timings_per_rank"]) == n
+    assert len(s2["rank_timings_per_slab"]) == 3 and len(s2["timings_per_rank"]) == n == len(s2["per_rank"])
     # paper-2d1's matrix is kept after slab 1: the ranks assemble their rows of the load alone, and the
     # last slab's load (in --output) is the one process's
     assert s1["assembled_per_slab"] == s2["assembled_per_slab"] == ["matrix+load", "load", "load"]

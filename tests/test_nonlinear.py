@@ -213,6 +213,12 @@ def test_complex_step_needs_an_analytic_callable():
         solve_nonlinear(space, rough)
     given = Problem("rough", diffusion=lambda x, u: 1 + np.abs(u), diffusion_du=lambda x, u: np.sign(u), source=1.0)
     assert solve_nonlinear(space, given).residuals[-1] < 1e-9 * solve_nonlinear(space, given).residuals[0]
+    # complex at real arguments (log of a negative number): refused, not its real part taken as the value
+    for name, problem in (("source", Problem("log", diffusion=1.0, source=lambda x, u: np.log(u - 1))),
+                          ("diffusion", Problem("root", diffusion=lambda x, u: np.sqrt(u - 2 + 0j), source=1.0))):
+        message = fr"{name} is not real at 512 of 512 points \(e.g. .* at u = 0\): a logarithm or root"
+        with pytest.raises(ProblemError, match=message):
+            solve_nonlinear(space, problem)
 
 
 @pytest.mark.parametrize("name", ["quasilinear", "p-laplacian-type"])
@@ -449,10 +455,14 @@ def test_command_line_on_two_ranks_solves_as_one_process(tmp_path):
     args = ["--problem", "quasilinear", "--mesh", "square:12", "--agglomerate", "20", "--degree", "1:2"]
     run = _on_ranks(2, "-m", "polydg.assemble", *args, "--json", tmp_path / "ranks.json")
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "timings are rank 0's" in run.stdout and "errors: l2" in run.stdout  # the table, printed
+    assert "timings are the slowest rank's; load balance" in run.stdout and "errors: l2" in run.stdout
     args.append("--quiet")
     assert main(args + ["--json", str(tmp_path / "one.json")]) == 0
     ranks, one = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("ranks", "one"))
     assert ranks["ranks"] == 2 and ranks["nonlinear"]["iterations"] == one["nonlinear"]["iterations"]
     assert ranks["nonlinear"]["residuals"] == one["nonlinear"]["residuals"]  # the same iterates, bit for bit
     assert ranks["errors"] == one["errors"]
+    # the last linearisation per rank, as a linear run on ranks reports it
+    assert [r["elements"] for r in ranks["per_rank"]] and sum(r["elements"] for r in ranks["per_rank"]) == 20
+    assert len(ranks["timings_per_rank"]) == 2 and ranks["balance"]["nnz"] >= 1.0
+    assert ranks["timings"]["total_assembly"] == max(t["total_assembly"] for t in ranks["timings_per_rank"])

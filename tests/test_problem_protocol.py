@@ -243,6 +243,21 @@ def test_shapes_and_dimension_are_checked_against_dim():
         as_problem(_bad(advection=[1.0, 2.0, 3.0]), 2)
 
 
+def test_a_space_time_problem_or_a_fine_mesh_handed_to_a_steady_assembly_is_one_line():
+    from polydg.errors import OptionError
+    from polydg.mesh import build_polytopic_mesh
+    from polydg.nonlinear import solve_nonlinear
+    from polydg.problem import builtin_problem
+
+    fine = from_spec("square:4")
+    with pytest.raises(OptionError, match="DGSpace takes a PolytopicMesh, got SimplexMesh: .*agglomerate"):
+        DGSpace(fine, 1)
+    space = DGSpace(build_polytopic_mesh(fine), 1)
+    for name, run in (("paper-2d1", assemble), ("fisher-kpp", solve_nonlinear)):
+        with pytest.raises(ProblemError, match=f"^problem '{name}' is a space-time problem: march it slab by slab"):
+            run(space, builtin_problem(name, 2))
+
+
 # ---------------------------------------------------------------------------
 # from a problem file, in Python and on the command line
 

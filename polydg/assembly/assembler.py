@@ -42,7 +42,7 @@ import numpy as np
 
 from .. import backend as bk
 from ..errors import OptionError
-from ..problem import as_problem
+from ..problem.protocol import as_steady_problem
 from ..threads import thread_count
 from ..problem.data import check_data
 from .coefficients import Coefficients
@@ -236,7 +236,7 @@ class Assembler:
             scope.check(mesh, self._reduction, matrix)
         on_device = bk.is_device(run.backend)
         d = mesh.dim
-        problem = as_problem(problem, d)  # a Problem as it is; other objects adapted; dimension checked
+        problem = as_steady_problem(problem, d)  # a Problem as it is; other objects adapted; dimension checked
         made = self._layout_key(matrix) not in self._layouts
         if face_penalty is not None:
             face_penalty = np.ascontiguousarray(face_penalty, dtype=np.float64)
@@ -343,7 +343,7 @@ class Assembler:
         approach 2 on the host (the assembler's own when its options are those) and the kept penalty
         weights, times the scope's ``face_penalty_scale``; sigma_F from a_K at the iterate unless
         ``face_penalty`` is given.  Double precision only; the options' backend runs the passes."""
-        problem = as_problem(problem, self._space.mesh.dim)
+        problem = as_steady_problem(problem, self._space.mesh.dim)
         check_data(problem, self._space.mesh)  # data per cell or element: one value per cell or element of this mesh
         return self.linearize_checked(problem, u, newton=newton, want_jacobian=want_jacobian,
                                       face_penalty=face_penalty)

@@ -58,8 +58,9 @@ def run_nonlinear(args: argparse.Namespace, opts: RunOptions, problem, space, sa
     errs = None
     if problem.exact is not None:  # the DG norm's A at the exact solution
         errs = errors(space, problem, result.solution, penalty_values=last.face_penalty)
+    ranks = system.rank_summary() if hasattr(system, "rank_summary") else {}  # on MPI ranks: per rank, balance
     return report(args, opts, say, space, problem, assembly, timings, (result.solution, solve_info, errs),
-                  extra={"nonlinear": result.summary(), **(extra or {})})
+                  extra={"nonlinear": result.summary(), **ranks, **(extra or {})})
 
 
 __all__ = ["nonlinear_options", "run_nonlinear"]

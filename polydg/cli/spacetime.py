@@ -58,7 +58,8 @@ def check_space_time_options(args: argparse.Namespace, problem: Problem) -> None
                           f"(problem {problem.name!r})")
     final_time = DEFAULT_FINAL_TIME if args.final_time is None else args.final_time
     if not (np.isfinite(final_time) and final_time > 0):
-        raise OptionError(f"--final-time must be positive, got {final_time} (problem {problem.name!r})")
+        raise OptionError(f"--final-time must be a positive finite number, got {final_time} "
+                          f"(problem {problem.name!r})")
     parse_local_steps(getattr(args, "local_steps", None))
 
 
@@ -136,7 +137,7 @@ def run_space_time(args: argparse.Namespace, opts: RunOptions, problem: Problem,
                                     "iterations_per_slab": result.info["nonlinear_iterations_per_slab"]}
         if assembler is not None:  # each slab's timings per rank; the table's are the slowest rank's
             summary.update(timings_per_rank=assembler.rank_timings[-1], rank_timings_per_slab=assembler.rank_timings,
-                           balance=result.assembly.info["balance"])
+                           balance=result.assembly.info["balance"], per_rank=result.assembly.info["per_rank"])
         files = None
         if args.output:
             files = [("solution.vtu", series.last.write_vtu), *series.files()]

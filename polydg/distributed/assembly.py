@@ -264,14 +264,10 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
         info["work"] = float(element_work(local_space, options.quadrature_extra)[part.submesh.owned].sum())
         if rank == root:
             single = single_of_rank(space, ranks)
-    per_rank = comm.gather({"timings": timings, "nnz": int(matrix.nnz) if matrix is not None else 0,
-                            "elements": info["owned_elements"], "halo": info["halo_elements"],
-                            "rows": int(len(result.rhs)), "work": info["work"], "chunks": info["chunks"],
-                            "options": info["options"], "device": device["device"],
-                            "device_index": device["device_index"], "node_rank": device["node_rank"]},
-                           root=root)
+    per_rank = comm.gather(rank_record(part, timings, matrix, len(result.rhs), info["work"], info["chunks"],
+                                       info["options"], device), root=root)
     if rank == root:
-        info.update(_rank_report(per_rank))
+        info.update(rank_report(per_rank))
         info["element_ranks"] = ranks
     return DistributedAssembly(matrix=matrix, rhs=result.rhs, row_range=part.row_range, dofs=dofs, info=info,
                                comm=comm, face_penalty=sigma, faces=part.submesh.faces, part=part, assembler=assembler,
@@ -383,7 +379,16 @@ def _owned_rows(space, part: RankPart) -> np.ndarray:
     return expand_ranges(space.dof_offsets[owned], space.dof_offsets[owned + 1])
 
 
-def _rank_report(per_rank: list[dict]) -> dict:
+def rank_record(part: RankPart, timings: dict, matrix, rows: int, work: float, chunks: int, options: dict,
+                device: dict) -> dict:
+    """What a rank tells rank 0 of one assembly (or linearisation), for :func:`rank_report`."""
+    return {"timings": timings, "nnz": int(matrix.nnz) if matrix is not None else 0,
+            "elements": int(len(part.submesh.owned)), "halo": int(len(part.submesh.halo)), "rows": int(rows),
+            "work": float(work), "chunks": chunks, "options": options, "device": device["device"],
+            "device_index": device["device_index"], "node_rank": device["node_rank"]}
+
+
+def rank_report(per_rank: list[dict]) -> dict:
     """Rank 0's view: timings per rank, their maximum (the critical path) and the load balance."""
     keys = per_rank[0]["timings"].keys()
     kernels = [r["timings"].get("total_kernels", 0.0) for r in per_rank]

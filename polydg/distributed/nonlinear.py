@@ -23,8 +23,10 @@ from ..assembly.penalty import penalty_from_weights, penalty_weights
 from ..assembly.scope import AssemblyScope
 from ..nonlinear.system import NonlinearSystem
 from ..problem import as_problem
-from .assembly import DistributedAssembly, compile_relabel_kernel, hand_out_parts, single_of_rank
-from .comm import RankFailure, check_collectively, collective_phase
+from ..partition.ranks import element_work
+from .assembly import (DistributedAssembly, compile_relabel_kernel, hand_out_parts, rank_record, rank_report,
+                       single_of_rank)
+from .comm import RankFailure, bind_rank_device, check_collectively, collective_phase
 from .parts import part_face_penalty
 
 #: what rank 0 tells the others (a broadcast per step)
@@ -59,6 +61,10 @@ class DistributedNonlinearSystem:
             self.dof_map = part.dof_map(local_space)  # the single-process dof of each local dof
             self._halo = part.halo_exchange()
         self._halo.check(comm)
+        with collective_phase(comm):  # the GPU backend: rank r of a node on GPU r mod (GPUs on the node)
+            self._device = bind_rank_device(comm, self.local.options.backend)
+            self._work = float(element_work(local_space, options.quadrature_extra)[part.submesh.owned].sum())
+        self.rank_report: dict | None = None  # on root: the ranks' last linearisation (timings, balance, sizes)
         reads = comm.gather((self.dof_map, part.submesh.faces), root=root)
         self._reads = reads  # on root: (dofs, faces) whose u and sigma_F each rank's linearisation reads
         self.options = self.local.options
@@ -154,11 +160,20 @@ class DistributedNonlinearSystem:
                                    comm=comm, face_penalty=lin.face_penalty, faces=part.submesh.faces, part=part,
                                    _single_of_rank=self._single if comm.Get_rank() == self.root else None)
         whole = rows.gather(self.root)
+        per_rank = comm.gather(rank_record(part, lin.info["timings"], lin.jacobian, len(lin.residual), self._work,
+                                           None, self.options.as_dict(), self._device), root=self.root)
         if comm.Get_rank() != self.root:
             return None
+        self.rank_report = rank_report(per_rank)
         own = penalty_from_weights(self._weights, self.space.mesh.face_elements, self._a_all, self.options.penalty)
-        return Linearization(whole.matrix, whole.rhs, whole.face_penalty,
-                             {"timings": lin.info["timings"], "penalty_at_iterate": own})
+        return Linearization(whole.matrix, whole.rhs, whole.face_penalty,  # the slowest rank's timings
+                             {"timings": self.rank_report["timings_max"], "penalty_at_iterate": own})
+
+    def rank_summary(self) -> dict:
+        """On ``root``: the last linearisation's ``timings_per_rank``, ``balance`` and ``per_rank`` (as a
+        distributed assembly's summary has them)."""
+        report = self.rank_report or {}
+        return {k: report[k] for k in ("timings_per_rank", "balance", "per_rank") if k in report}
 
 
 def solve_distributed(space, problem, comm, u0=None, options: AssemblyOptions | None = None, *, nonlinear=None,

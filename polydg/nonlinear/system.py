@@ -14,7 +14,7 @@ from ..assembly.penalty import compile_penalty_kernels, penalty_from_weights
 from ..assembly.points import compile_point_kernels
 from ..assembly.scope import AssemblyScope
 from ..errors import OptionError
-from ..problem import as_problem
+from ..problem.protocol import as_steady_problem
 from ..problem.data import check_data
 
 
@@ -39,7 +39,7 @@ class NonlinearSystem:
             raise OptionError("a nonlinear problem is linearised in double precision (precision 'double')")
         self.options = options.replace(approach="2")
         self.space = space
-        self.problem = as_problem(problem, space.mesh.dim)
+        self.problem = as_steady_problem(problem, space.mesh.dim)
         check_data(self.problem, space.mesh)  # data per cell or element: one value per cell or element of this mesh
         self.linear_solver = linear_solver
         mesh = space.mesh

@@ -34,6 +34,8 @@ from ..errors import ProblemError
 
 #: the imaginary step of the complex-step derivative
 COMPLEX_STEP = 1e-30
+#: an imaginary part above this (relative to 1 + |value|) is a complex value, not h times a derivative
+COMPLEX_VALUED = 1e-12
 
 
 @dataclass
@@ -69,6 +71,16 @@ def _complex_call(problem, name: str, x, u, grad_u, xp, wrt: str, k: int = 0, wh
         warnings.simplefilter("ignore", ComplexWarning)
         value = xp.asarray(problem._call(name, x, u=u, grad_u=grad_u, where=where))
     if value.dtype.kind == "c":
+        # an analytic real function's imaginary part is h f'(u), round-off beside its value: more is a value
+        # that is complex at real arguments (a logarithm or a root of a negative number), NaN in real arithmetic
+        complex_valued = xp.abs(value.imag) > COMPLEX_VALUED * (1 + xp.abs(value.real))
+        if bool(xp.any(complex_valued)):
+            i = int(xp.argmax(complex_valued))
+            at = float(u.real.reshape(-1)[i]) if wrt == "u" else None
+            raise ProblemError(
+                f"problem {problem.name!r}: {name} is not real at {int(complex_valued.sum())} of {value.size} points "
+                f"(e.g. {value.reshape(-1)[i]:.6g}" + (f" at u = {at:.6g}" if at is not None else "") + "): a "
+                "logarithm or root of a negative number?")
         return value.real, value.imag / h
     # real values: either the callable does not depend on this argument, or it dropped the imaginary part
     u_real, g_real = u.real, grad_u.real

@@ -170,3 +170,13 @@ def as_problem(obj: Any, dim: int | None = None) -> Problem:
     """
     named = isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType))
     return _adapt(obj, dim, f"as_problem: {obj.__qualname__ if named else 'the object'}")
+
+
+def as_steady_problem(obj: Any, dim: int) -> Problem:
+    """:func:`as_problem` for an assembly on a ``dim``-dimensional mesh, refusing a space-time problem in
+    one line: it is marched slab by slab, each slab a problem of its own."""
+    problem = as_problem(obj, dim)
+    if problem.space_time:
+        raise ProblemError(f"problem {problem.name!r} is a space-time problem: march it slab by slab "
+                           "(polydg.spacetime.march; command line: --time-slabs N)")
+    return problem
