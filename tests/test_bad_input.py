@@ -269,6 +269,39 @@ def test_what_a_failing_problem_factory_prints_is_part_of_the_error(tmp_path, ca
 
 
 # ---------------------------------------------------------------------------
+# bad values from Python: one line naming the value and what is accepted
+
+
+@pytest.mark.parametrize("seed", [-1, 2**63, 1.5])
+def test_an_agglomeration_seed_metis_cannot_take_is_one_line(seed):
+    from polydg.errors import OptionError
+    from polydg.partition import agglomerate
+
+    with pytest.raises(OptionError) as info:
+        agglomerate(from_spec("square:4"), 4, seed=seed)
+    assert str(info.value) == f"agglomerate: seed must be an integer from 0 to 2**63 - 1 (a METIS seed), got {seed!r}"
+
+
+@pytest.mark.parametrize("name, function, reason", [
+    ("dirichlet", lambda x, u: u, "boundary data are functions of x: polydg solves no nonlinear boundary conditions"),
+    ("neumann", lambda x, normal, u: u,
+     "boundary data are functions of x and the normal: polydg solves no nonlinear boundary conditions"),
+    ("advection", lambda x, u: x * u[:, None], "a nonlinear advection needs a numerical flux, which polydg does not "
+                                               "provide"),
+    ("exact", lambda x, grad_u: x[:, 0], "the exact solution is a function of x"),
+])
+def test_a_coefficient_that_may_not_depend_on_the_iterate_says_why(name, function, reason):
+    from polydg.errors import ProblemError
+    from polydg.problem import Problem
+
+    named = "grad_u" if name == "exact" else "u"
+    with pytest.raises(ProblemError) as info:
+        Problem("p", diffusion=1.0, **{name: function})
+    assert str(info.value) == (f"problem 'p': {name} names the iterate ({named}): only diffusion, reaction and source "
+                               f"may depend on it; {reason}")
+
+
+# ---------------------------------------------------------------------------
 # readers that never finish are stopped
 
 
@@ -311,7 +344,10 @@ def test_a_truncated_ply_file_does_not_hang(tmp_path, monkeypatch, capfd):
 
 CASES = ["empty mesh", "truncated polydata", "random bytes", "garbage after a header",
          "wrong cell types", "2D mesh, 3D problem", "missing problem file", "syntax error", "raises on import",
-         "lacks NAME", "NAME is not a problem"]
+         "lacks NAME", "NAME is not a problem", "polygons past their count", "negative perturbation seed",
+         "negative amplitude", "negative waves", "METIS seed past 64 bits", "infinite final time",
+         "unknown grid interpolation", "boundary datum of the iterate", "scalar from a diffusion callable",
+         "failed iterative solve"]
 
 
 def bad_inputs(d: Path, valid: dict[str, bytes]) -> dict[str, tuple[list[str], list[str]]]:
@@ -337,6 +373,13 @@ def bad_inputs(d: Path, valid: dict[str, bytes]) -> dict[str, tuple[list[str], l
     (d / "raises.py").write_text("print('loading')\nimport warnings\nwarnings.warn('careful')\n"
                                  "raise RuntimeError('no\\nproblem here')\n")
     (d / "other.py").write_text("x = 1\nproblem = 42\n")
+    legacy = valid["polydata-legacy.vtk"]  # four squares, the last one past an announced three
+    (d / "uncounted.vtk").write_bytes(legacy.replace(b"POLYGONS 4 20", b"POLYGONS 3 15"))
+    np.save(d / "grid.npy", np.ones((2, 2)))
+    (d / "datum.py").write_text("from polydg.problem import Problem\n"
+                                "problem = Problem('datum', diffusion=1.0, source=1.0, dirichlet=lambda x, u: u)\n")
+    (d / "scalar.py").write_text("from polydg.problem import Problem\n"
+                                 "problem = Problem('scalar', diffusion=lambda x: 2.0, source=1.0)\n")
     quiet = ["--quiet", "--mesh", "square:2"]
     return {
         "empty mesh": (["--mesh", d / "empty.vtk"], ["empty.vtk", "the file is empty"]),
@@ -354,6 +397,34 @@ def bad_inputs(d: Path, valid: dict[str, bytes]) -> dict[str, tuple[list[str], l
         "lacks NAME": ([*quiet, "--problem", f"{d / 'other.py'}:absent"], ["other.py", "no attribute 'absent'"]),
         "NAME is not a problem": ([*quiet, "--problem", f"{d / 'other.py'}:problem"],
                                   ["other.py", "problem is a int, expected a polydg.problem.Problem"]),
+        "polygons past their count": (["--mesh", d / "uncounted.vtk"],
+                                      ["uncounted.vtk", "POLYGONS announces 3 polygons in 15 values, but its "
+                                                        "section has 20 values"]),
+        "negative perturbation seed": (["--mesh", "square:4:perturb=0.2:seed=-1"],
+                                       ["seed=-1: must be a non-negative integer"]),
+        "negative amplitude": (["--mesh", "oscillating-square:4:amplitude=-0.01"],
+                               ["oscillating-square: amplitude=-0.01: must be a non-negative number"]),
+        "negative waves": (["--mesh", "oscillating-square:4:waves=-1"],
+                           ["oscillating-square: waves=-1: must be a non-negative integer"]),
+        "METIS seed past 64 bits": (["--mesh", "square:8", "--agglomerate", 4, "--seed", 2**63],
+                                    ["--seed must be an integer from 0 to 2**63 - 1", "got 9223372036854775808"]),
+        "infinite final time": ([*quiet, "--problem", "paper-2d1", "--time-slabs", 2, "--final-time", "inf"],
+                                ["--final-time must be a positive finite number, got inf"]),
+        "unknown grid interpolation": ([*quiet, "--coefficient", f"diffusion=grid:{d / 'grid.npy'}:0,1,0,1:cubic"],
+                                       ["grid.npy:0,1,0,1:cubic: unknown interpolation 'cubic'; expected linear "
+                                        "(multilinear) or constant (piecewise constant, also meant when none is "
+                                        "given)"]),
+        "boundary datum of the iterate": ([*quiet, "--problem", f"{d / 'datum.py'}:problem"],
+                                          ["problem 'datum': dirichlet names the iterate (u): only diffusion, "
+                                           "reaction and source may depend on it; boundary data are functions of x"]),
+        "scalar from a diffusion callable": ([*quiet, "--problem", f"{d / 'scalar.py'}:problem"],
+                                             ["problem 'scalar': diffusion returned shape () for ",
+                                              ",) for a(x) I or (", ", 2, 2)"]),
+        "failed iterative solve": (["--quiet", "--mesh", "square:4", "--problem", "poisson", "--penalty", "1e-3",
+                                    "--solve", "iterative"],
+                                   ["did not converge: CG stopped at its limit of 1000 iterations; GMRES(50) then "
+                                    "stopped after ", " iterations (its limit: 20 restart cycles of up to 50 "
+                                    "iterations): relative residual "]),
     }
 
 

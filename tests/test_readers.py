@@ -238,6 +238,13 @@ HEADER = "# vtk DataFile Version 5.1\nx\nASCII\nDATASET POLYDATA\n"
         ("overflow.vtk", HEADER + "POINTS 4 double\n0 0 0 1 0 0 1 1 0 0 1 0\nPOLYGONS 1 5\n9223372036854775807 0 1 2 3\n",
          ["overflow.vtk", "truncated POLYGONS: polygon 0 runs past the 5 values"]),
         ("binary.vtk", HEADER.replace("ASCII", "BINARY") + "POINTS 4 double\n", ["binary.vtk", "only ASCII"]),
+        # a count-prefixed POLYGONS section that holds more than its header counts, or less than it announces
+        ("uncounted.vtk", HEADER + "POINTS 6 double\n0 0 0 1 0 0 2 0 0 0 1 0 1 1 0 2 1 0\nPOLYGONS 1 5\n"
+                                   "4 0 1 4 3\n4 1 2 5 4\nCELL_DATA 2\n",
+         ["mesh file '", "uncounted.vtk': POLYGONS announces 1 polygons in 5 values, but its section has 10 values"]),
+        ("overcounted.vtk", HEADER + "POINTS 6 double\n0 0 0 1 0 0 2 0 0 0 1 0 1 1 0 2 1 0\nPOLYGONS 1 10\n"
+                                     "4 0 1 4 3\n4 1 2 5 4\n",
+         ["overcounted.vtk': POLYGONS announces 1 polygons in 10 values, but the polygons take 5"]),
         ("empty.vtu", "", ["empty.vtu", "the file is empty"]),
     ],
 )
@@ -353,6 +360,18 @@ def test_coordinates_too_large_to_compute_with():
     with pytest.raises(MeshError, match=r"square: point 2 has a coordinate beyond 1e\+50"):
         polygon_mesh(np.array([[0.0, 0.0], [1.0, 0.0], [1.0, -1e200], [0.0, 1.0]]), [0, 4], [0, 1, 2, 3],
                      source="square")
+
+
+def test_legacy_polygons_followed_by_other_sections_read(tmp_path):
+    # what may follow a count-prefixed POLYGONS section: other cell lists, cell and point data
+    pts, quads = grid_polygons(2)
+    path = write_polydata(tmp_path / "plain.vtk", pts, quads, legacy=True)
+    plain = read_mesh(path)
+    tail = ("LINES 0 0\nCELL_DATA 4\nSCALARS k double 1\nLOOKUP_TABLE default\n1 2 3 4\n"
+            "POINT_DATA 9\nSCALARS u double 1\nLOOKUP_TABLE default\n" + " ".join(map(str, range(9))) + "\n")
+    other = read_mesh(bad_file(tmp_path, "other.vtk", path.read_text() + tail))
+    assert np.array_equal(other.points, plain.points) and np.array_equal(other.cells, plain.cells)
+    assert np.array_equal(other.cell_element, plain.cell_element) and plain.n_fine_cells == 4
 
 
 def test_hanging_node_in_polygon_file(tmp_path):

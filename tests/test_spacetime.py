@@ -345,7 +345,8 @@ def test_cli_marches_and_writes_the_slab_keys(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (("--problem", "paper-2d1"), "give --time-slabs"),
     (("--problem", "paper-2d1", "--time-slabs", 0), "--time-slabs must be a positive integer"),
-    (("--problem", "paper-2d1", "--time-slabs", 2, "--final-time", -1), "--final-time must be positive"),
+    (("--problem", "paper-2d1", "--time-slabs", 2, "--final-time", -1),
+     "--final-time must be a positive finite number, got -1.0"),
     (("--problem", "poisson", "--time-slabs", 2), "is steady"),
     (("--problem", "poisson", "--space-time-basis", "PQ"), "--space-time-basis is for space-time"),
     (("--problem", "poisson", "--local-steps", 2), "--local-steps is for space-time"),

@@ -57,8 +57,10 @@ def check_options(args: argparse.Namespace, say=None) -> RunOptions:
                         ("--timeout", getattr(args, "timeout", None))):
         if value is not None and not (np.isfinite(value) and value > 0):
             raise OptionError(f"{name} must be a positive finite number, got {value}")
-    if args.seed < 0:
-        raise OptionError(f"--seed must be >= 0, got {args.seed}")
+    from ..partition.agglomerate import MAX_SEED
+
+    if not 0 <= args.seed <= MAX_SEED:
+        raise OptionError(f"--seed must be an integer from 0 to 2**63 - 1 (METIS's 64-bit seed), got {args.seed}")
     if getattr(args, "memory_limit", None) is not None:
         import os
 

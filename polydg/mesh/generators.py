@@ -39,6 +39,8 @@ def _grid_points(n: int, d: int) -> np.ndarray:
 
 
 def _perturb(points: np.ndarray, n: int, amount: float, seed: int) -> np.ndarray:
+    if not seed >= 0:
+        raise MeshError(f"seed={seed}: must be a non-negative integer")
     if amount == 0:
         return points
     if not 0 <= amount < 0.5:
@@ -125,8 +127,13 @@ def oscillating_square(
     The displacement fades linearly to zero at the centre lines, so the map
     from the unit square is one-to-one for 2 pi amplitude waves < 1/2.
     """
-    if not 0 <= amplitude * 2 * np.pi * waves < 0.5:
-        raise MeshError(f"oscillating-square: amplitude {amplitude} too large for {waves} waves")
+    if not amplitude >= 0:
+        raise MeshError(f"oscillating-square: amplitude={amplitude}: must be a non-negative number")
+    if not waves >= 0:
+        raise MeshError(f"oscillating-square: waves={waves}: must be a non-negative integer")
+    if not amplitude * 2 * np.pi * waves < 0.5:
+        raise MeshError(f"oscillating-square: amplitude {amplitude} too large for {waves} waves "
+                        "(2 pi amplitude waves must be below 0.5)")
     square = unit_square(n, perturb, seed)
     X, Y = square.points[:, 0], square.points[:, 1]
     x = X + amplitude * np.sin(2 * np.pi * waves * Y) * (1 - 2 * X)

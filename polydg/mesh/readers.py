@@ -152,13 +152,21 @@ def read_vtk_polydata(path: str | os.PathLike, *, merge_tol: float = MERGE_TOL) 
         if len(offsets) == 0 or offsets[0] != 0 or (np.diff(offsets) < 0).any() or offsets[-1] != len(conn):
             raise MeshError(f"{where}: OFFSETS must increase from 0 to {len(conn)} (the CONNECTIVITY length)")
     else:
-        values, _ = text.numbers(at, n_second, np.int64, "POLYGONS")
+        values, end = text.numbers(at, n_second, np.int64, "POLYGONS")
         if n_first > len(values):  # every polygon takes at least its vertex count
             raise MeshError(f"{where}: POLYGONS announces {n_first} polygons in {len(values)} values")
+        following, _ = text.tokens(end, 1)
+        if following and not following[0][:1].isalpha():  # a number where the next keyword (or the end) belongs
+            _, more = text.extent(end, len(text.data))
+            raise MeshError(f"{where}: POLYGONS announces {n_first} polygons in {n_second} values, but its section "
+                            f"has {n_second + more} values")
         offsets, conn = count_prefixed_to_csr(values, n_first)
         if offsets[0] < 0:
             raise MeshError(f"{where}: truncated POLYGONS: polygon {int(offsets[1])} runs past the "
                             f"{n_second} values announced")
+        if offsets[-1] + n_first != n_second:  # each polygon takes its vertex count and its vertices
+            raise MeshError(f"{where}: POLYGONS announces {n_first} polygons in {n_second} values, but the "
+                            f"polygons take {int(offsets[-1]) + n_first}")
     z = pts[:, 2]
     if not np.isfinite(z).all():
         i = int(np.flatnonzero(~np.isfinite(z))[0])

@@ -11,13 +11,15 @@ import pymetis
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from ..errors import MeshError
+from ..errors import MeshError, OptionError
 from ..mesh.geometry import facet_local_vertices
 from ..mesh.polytopic import PolytopicMesh, _row_keys, build_polytopic_mesh
 from ..mesh.simplicial import SimplexMesh
 
 #: METIS seed used unless the caller gives one: agglomeration is reproducible.
 DEFAULT_SEED = 0
+#: the largest seed: METIS takes one of its 64-bit integers (idx_t), NumPy any non-negative integer
+MAX_SEED = 2**63 - 1
 #: below this many fine cells per element, recursive bisection replaces k-way
 RECURSIVE_BELOW = 16
 
@@ -62,6 +64,9 @@ def agglomerate_cells(fine: SimplexMesh, n_elements: int, *, seed: int = DEFAULT
     The fine cells are the simplices, or for polygon input the polygons (``fine.cell_element``): a polygon is
     never split between elements.
     """
+    if not (isinstance(seed, (int, np.integer)) and 0 <= seed <= MAX_SEED):
+        raise OptionError(f"agglomerate: seed must be an integer from 0 to 2**63 - 1 (a METIS seed), got {seed!r}")
+    seed = int(seed)  # pymetis takes Python ints only
     polygons = fine.cell_element is not None
     n_cells = fine.n_fine_cells
     if n_elements < 1:

@@ -86,17 +86,20 @@ def parse_coefficient(text: str, fine, option: str = OPTION):
 def _grid(rest: str, given: str) -> GridData:
     """``FILE.npy:x0,x1,y0,y1[,z0,z1][:linear|:constant]`` as GridData."""
     path, _, tail = rest.rpartition(":")
-    linear = False
-    if tail in ("linear", "constant"):
-        linear = tail == "linear"
+    interpolation = "constant"
+    if "," not in tail and ":" in path:  # FILE.npy:BOUNDS:INTERPOLATION (bounds hold commas, 4 or 6 numbers)
+        interpolation = tail
         path, _, tail = path.rpartition(":")
+    if interpolation not in ("linear", "constant"):
+        raise OptionError(f"{given}: unknown interpolation {interpolation!r}; expected linear (multilinear) or "
+                          "constant (piecewise constant, also meant when none is given)")
     if not path:
         raise OptionError(f"{given}: expected grid:FILE.npy:x0,x1,y0,y1[,z0,z1][:linear]")
     try:
         bounds = [float(v) for v in tail.split(",")]
     except ValueError:
         raise OptionError(f"{given}: bounds {tail!r} must be numbers x0,x1,y0,y1[,z0,z1]") from None
-    return GridData(load_array(path, given), bounds, linear=linear, source=given)
+    return GridData(load_array(path, given), bounds, linear=interpolation == "linear", source=given)
 
 
 def with_coefficients(problem, specs, fine, option: str = OPTION):

@@ -72,6 +72,17 @@ DERIVATIVES = ("diffusion_du", "diffusion_dgrad_u", "reaction_du", "source_du")
 #: the iterate's arguments a coefficient callable may name
 ITERATE_ARGUMENTS = ("u", "grad_u")
 
+#: why each of the other coefficients is not a function of the iterate, for the message refusing one that is
+_FUNCTION_OF_X = {
+    "advection": "a nonlinear advection needs a numerical flux, which polydg does not provide",
+    "dirichlet": "boundary data are functions of x: polydg solves no nonlinear boundary conditions",
+    "neumann": "boundary data are functions of x and the normal: polydg solves no nonlinear boundary conditions",
+    "is_neumann": "it marks the Neumann boundary, a function of x and the normal",
+    "exact": "the exact solution is a function of x",
+    "exact_gradient": "the exact solution's gradient is a function of x",
+    "initial": "the initial value is a function of x",
+}
+
 #: the argument through which a coefficient callable reads where each point lies (its element and fine cell)
 LOCATION_ARGUMENT = "where"
 
@@ -136,12 +147,14 @@ def _wrong_kind(name: str, value: Any) -> str | None:
     if value is None or callable(value):
         if callable(value) and name not in ITERATE_COEFFICIENTS + DERIVATIVES:
             named = iterate_arguments(value)
+            only = f"only {', '.join(ITERATE_COEFFICIENTS[:-1])} and {ITERATE_COEFFICIENTS[-1]} may"
             if named:
-                return (f"names {', '.join(named)}: only {', '.join(ITERATE_COEFFICIENTS)} may depend on the "
-                        "iterate (a nonlinear advection needs a numerical flux, which polydg does not provide)")
+                return (f"names the iterate ({', '.join(named)}): {only} depend on it; "
+                        f"{_FUNCTION_OF_X.get(name, 'it is a function of x')}")
             if reads_location(value):
-                return (f"reads where a point lies (data per cell or element): only {', '.join(ITERATE_COEFFICIENTS)} "
-                        "may (an upwind flux needs one b.n on a face); data on a grid (GridData) is a function of x")
+                why = " (an upwind flux needs one b.n on a face)" if name == "advection" else ""
+                return (f"reads where a point lies (data per cell or element): {only}{why}; data on a grid "
+                        "(GridData) is a function of x")
         return None
     if name in DERIVATIVES:
         return f"must be a callable or None, got {type(value).__name__}"
@@ -379,7 +392,8 @@ class Problem:
         if value.dtype.kind not in "biuf":
             self._fail(name, f"returned values of dtype {value.dtype}, expected real numbers")
         if tuple(value.shape) != expected:
-            self._fail(name, f"returned shape {tuple(value.shape)} for {n} points in {d}D, expected {expected}")
+            wanted = f"({n},) for a(x) I or {expected}" if name == "diffusion" else f"{expected}"
+            self._fail(name, f"returned shape {tuple(value.shape)} for {n} points in {d}D, expected {wanted}")
         value = value.astype(dtype, copy=False)
         # the sum is one pass with no temporary; only a non-finite sum (a NaN or
         # inf, or finite values overflowing) needs the point-by-point scan

@@ -87,6 +87,20 @@ def krylov(method: str, A: sp.csr_matrix, b: np.ndarray, M: Any, tol: float, max
     return x, int(status)
 
 
+def _stopped(method: str, x: np.ndarray, count: int, limit: int | None = None, *, cycles: int = 0,
+             restart: int = 0) -> str:
+    """How ``method`` (CG, with its ``limit`` of iterations, or GMRES, with its ``cycles`` of up to
+    ``restart`` iterations) stopped without converging after ``count`` iterations."""
+    if not np.isfinite(x).all():
+        return f"{method} gave a non-finite iterate after {count} iterations"
+    if cycles:  # SciPy's GMRES may end a cycle early (a small preconditioned residual, a breakdown)
+        return (f"{method} stopped after {count} iterations (its limit: {cycles} restart cycles of up to {restart} "
+                "iterations)")
+    if count >= limit:
+        return f"{method} stopped at its limit of {limit} iterations"
+    return f"{method} stopped after {count} iterations (its limit: {limit})"
+
+
 def iterative_solve(A: sp.csr_matrix, b: np.ndarray, *, symmetric: bool | None, tol: float, maxiter: int | None,
                     restart: int, preconditioner: str, block_sizes: np.ndarray | None, space: Any,
                     progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
@@ -106,12 +120,14 @@ def iterative_solve(A: sp.csr_matrix, b: np.ndarray, *, symmetric: bool | None, 
     info["preconditioner"] = name
     krylov_start = time.perf_counter()
     x, status = None, 1
+    cg_solver, cg_failure = "", ""  # where CG did not converge: its solver and how it stopped
     if symmetric:
         info["solver"] = f"cg+{name}"
         monitor = _Monitor(info["solver"], A, b, progress)
         x, status = krylov("cg", A, b, M, tol, maxiter, restart, monitor)
         info["iterations"] = monitor.count
         if status != 0 or not np.isfinite(x).all():
+            cg_solver, cg_failure = f"{info['solver']}, then ", f"{_stopped('CG', x, monitor.count, maxiter)}; "
             info["fallback"] = f"CG stopped after {monitor.count} iterations (residual " \
                                f"{relative_residual(A, np.nan_to_num(x), b):.3e}); tried GMRES"
             if name not in ("amg", "ilu"):  # block-Jacobi gives way to ILU
@@ -128,11 +144,17 @@ def iterative_solve(A: sp.csr_matrix, b: np.ndarray, *, symmetric: bool | None, 
         info["iterations"] += monitor.count
     info["krylov_seconds"] = time.perf_counter() - krylov_start
     if status != 0 or x is None or not np.isfinite(x).all():
+        gmres = f"GMRES({restart})" + (" then" if cg_failure else "")
         if x is None:
-            residual_text = (f"stalled at preconditioned relative residual {monitor.residual:.3e} (less than "
-                             f"{1 / STALL_FACTOR:g}x lower in {monitor.stall_window} iterations)")
+            gmres_failure = (f"{gmres} stalled at preconditioned relative residual {monitor.residual:.3e} (less "
+                             f"than {1 / STALL_FACTOR:g}x lower in {monitor.stall_window} iterations) after "
+                             f"{monitor.count} iterations")
         else:
-            residual_text = f"relative residual {relative_residual(A, np.nan_to_num(x), b):.3e} > tol {tol:g}"
+            cycles = max(1, math.ceil(maxiter / max(1, min(restart, maxiter))))  # as krylov() runs it
+            gmres_failure = (f"{_stopped(gmres, x, monitor.count, cycles=cycles, restart=restart)}: relative "
+                             f"residual {relative_residual(A, np.nan_to_num(x), b):.3e} > tol {tol:g}")
+            if math.isfinite(monitor.residual):  # what GMRES itself saw, with the preconditioner
+                gmres_failure += f" (preconditioned {monitor.residual:.3e})"
         hints = ["the direct solve (--solve direct; method='direct')"]
         if name != "amg" and preconditioners.pyamg_module() is None:
             hints.append("installing pyamg for the amg preconditioner")
@@ -140,9 +162,8 @@ def iterative_solve(A: sp.csr_matrix, b: np.ndarray, *, symmetric: bool | None, 
             hints.append("preconditioner='amg'")
         if monitor.count >= maxiter:
             hints.append(f"more than maxiter={maxiter} iterations (in Python)")
-        after = f", after {info['iterations'] - monitor.count} of CG" if info["iterations"] > monitor.count else ""
-        raise SolverError(f"iterative solve ({info['solver']}) did not converge in {monitor.count} iterations"
-                          f"{after}: {residual_text}", advice=f"try {' or '.join(hints)}")
+        raise SolverError(f"iterative solve ({cg_solver}{info['solver']}) did not converge: {cg_failure}"
+                          f"{gmres_failure}", advice=f"try {' or '.join(hints)}")
     info["residual"] = relative_residual(A, x, b)
     return x, info
 
