@@ -221,6 +221,16 @@ def test_complex_step_needs_an_analytic_callable():
             solve_nonlinear(space, problem)
 
 
+
+@pytest.mark.parametrize("choice, message", [({"approach": "1"}, "by row kernels \\(approach 2\\), not approach '1'"),
+                                             ({"precision": "single"}, "in double precision")])
+def test_an_option_the_linearisation_cannot_follow_is_refused_not_ignored(choice, message):
+    from polydg.errors import OptionError
+
+    with pytest.raises(OptionError, match=message):
+        solve_nonlinear(_space("square:4", 4, 1), builtin_problem("quasilinear", 2), **choice)
+
+
 @pytest.mark.parametrize("name", ["quasilinear", "p-laplacian-type"])
 def test_error_norms_of_a_nonlinear_problem_take_its_diffusion_at_the_exact_solution(spaces, name):
     from polydg.solve import errors

@@ -21,7 +21,7 @@ import numpy as np
 from ..assembly.options import AssemblyOptions, assembly_options
 from ..assembly.penalty import penalty_from_weights, penalty_weights
 from ..assembly.scope import AssemblyScope
-from ..nonlinear.system import NonlinearSystem
+from ..nonlinear.system import NonlinearSystem, linearisation_options
 from ..problem import as_problem
 from ..partition.ranks import element_work
 from .assembly import (DistributedAssembly, compile_relabel_kernel, hand_out_parts, rank_record, rank_report,
@@ -47,7 +47,7 @@ class DistributedNonlinearSystem:
         self.comm, self.root = comm, root
         with collective_phase(comm):
             compile_relabel_kernel()
-            options = assembly_options(options, choices).replace(approach="2")
+            options = linearisation_options(assembly_options(options, choices))
         part, ranks, self.timings = hand_out_parts(space, comm, options, ranks=ranks, weighted=weighted,
                                                    root=root, say=say)
         with collective_phase(comm):
