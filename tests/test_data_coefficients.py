@@ -150,14 +150,14 @@ def test_grid_data_is_its_interpolation(setting):
     fine, space, _, _ = setting
     rng = np.random.default_rng(5)
     nodes = 1.0 + rng.random((5, 4))
-    cells = 1.0 + rng.random((3, 6))
+    cells = 1.0 + rng.random((5, 7))  # no border through a quadrature point (harmonic means there: below)
     bounds = (0.0, 1.0, 0.0, 1.0)
     linear = RegularGridInterpolator((np.linspace(0, 1, 5), np.linspace(0, 1, 4)), nodes)
     by_grid = Problem("grid", diffusion=GridData(nodes, bounds, linear=True), reaction=GridData(cells, bounds),
                       source=1.0)
     by_hand = Problem("hand", diffusion=lambda x: linear(x),
-                      reaction=lambda x: cells[np.minimum((x[:, 0] * 3).astype(int), 2),
-                                               np.minimum((x[:, 1] * 6).astype(int), 5)], source=1.0)
+                      reaction=lambda x: cells[np.minimum((x[:, 0] * 5).astype(int), 4),
+                                               np.minimum((x[:, 1] * 7).astype(int), 6)], source=1.0)
     _matrices_agree(assemble(space, by_grid), assemble(space, by_hand))
     # 3D, tensors: multilinear interpolation of SPD nodes, component by component
     x = rng.random((50, 3)) * [2.0, 1.0, 3.0] - [1.0, 0.0, 0.0]
@@ -320,6 +320,36 @@ def test_layered_field_converges_optimally_on_aligned_elements_and_about_linearl
     assert rates[True] >= 2.7  # p + 1 = 3: aligned elements see a smooth solution
     assert 0.7 <= rates[False] <= 1.5  # a kink inside elements: about h (docs/performance.md)
     assert straddling_error > 10 * aligned_error
+
+
+def test_grid_data_on_its_cells_borders_is_their_harmonic_mean():
+    grid = GridData(np.array([[1.0, 4.0], [100.0, 0.0]]), (0, 2, 0, 2))  # cells of side 1
+    at = grid(np.array([[1.0, 0.5], [0.5, 1.0], [1.0, 1.0], [1.5, 1.0], [0.25, 0.75], [0.0, 0.5]]))
+    # between 1 and 100; between 1 and 4; the corner of all four (a zero: 0); 100 | 0; inside; the box's edge
+    assert at.tolist() == pytest.approx([2 * 100 / 101, 2 * 4 / 5, 0.0, 0.0, 1.0, 1.0], rel=1e-15)
+    mixed = GridData(np.array([[-1.0], [3.0]]), (0, 2, 0, 1))  # a source of both signs: the arithmetic mean
+    assert mixed(np.array([[1.0, 0.5]])).tolist() == [1.0]
+    tensors = GridData(np.array([[np.diag([1.0, 2.0])], [np.diag([100.0, 2.0])]]), (0, 2, 0, 1))
+    assert tensors(np.array([[1.0, 0.5]]))[0] == pytest.approx(np.diag([2 * 100 / 101, 2.0]), rel=1e-14)
+
+
+@pytest.mark.parametrize("tensor", [False, True])
+def test_a_grid_layered_along_element_faces_gives_the_exact_piecewise_linear_solution(tensor):
+    """k = 1 | 100 across x = 1/2, a line of the mesh's faces: the flux k du/dx is continuous there and the
+    harmonic mean on the faces keeps the scheme consistent (a one-sided value gave errors of O(h))."""
+    flux = 1 / (0.5 / 1.0 + 0.5 / 100.0)
+    exact = lambda x: np.where(x[:, 0] < 0.5, flux * x[:, 0], flux * (0.5 + (x[:, 0] - 0.5) / 100.0))  # noqa: E731
+    gradient = lambda x: np.stack([np.where(x[:, 0] < 0.5, flux, flux / 100.0), 0 * x[:, 0]], axis=1)  # noqa: E731
+    values = np.array([[np.diag([1.0, 3.0])], [np.diag([100.0, 0.5])]]) if tensor else np.array([[1.0], [100.0]])
+    problem = Problem("layers", diffusion=GridData(values, (0, 1, 0, 1)), dirichlet=exact, exact=exact,
+                      exact_gradient=gradient)
+    fine = from_spec(f"square:{N}")
+    right = fine.points[fine.cells].mean(axis=1)[:, 0] > 0.5
+    parts = split_disconnected(dual_graph(fine), 2 * agglomerate_cells(fine, 8) + right)  # none across x = 1/2
+    space = DGSpace(build_polytopic_mesh(fine, parts), 1)
+    result = assemble(space, problem)
+    x, _ = solve(result.matrix, result.rhs)
+    assert max(errors(space, problem, x, penalty_values=result.face_penalty).values()) < 1e-11
 
 
 def test_error_norms_read_the_data_on_each_side_of_a_face():

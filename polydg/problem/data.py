@@ -46,6 +46,8 @@ from ..errors import ProblemError
 SPD_TOL = 1e-10
 #: how far (relative to the grid's extent) a point may lie outside a grid and read its border value
 GRID_TOL = 1e-9
+#: a point this close to a grid cells' border (in grid cells) lies on it (GridData's harmonic mean)
+BORDER_TOL = 1e-9
 #: the coefficients that may be data per cell or element (they are evaluated on one side of a face)
 DATA_COEFFICIENTS = ("diffusion", "reaction", "source")
 
@@ -190,7 +192,8 @@ class GridData:
     """Values on a Cartesian grid over the box ``bounds`` = (x0, x1, y0, y1[, z0, z1]): a function of x.
 
     Piecewise constant (default): ``values`` (n_x, n_y[, n_z]) is one value per grid cell, the box cut
-    into n_x by n_y (by n_z) equal cells.  ``linear=True``: one value per grid node, n_x by n_y (by
+    into n_x by n_y (by n_z) equal cells; on a border between cells, the harmonic mean of those around
+    the point (an element face lying there stays consistent: :meth:`_on_borders`).  ``linear=True``: one value per grid node, n_x by n_y (by
     n_z) nodes from the box's low corner to its high corner, interpolated multilinearly.  A tensor
     coefficient (diffusion) has two more axes (..., d, d).  Points outside the box (beyond round-off)
     are refused.
@@ -268,7 +271,7 @@ class GridData:
         n = np.array(self.shape)
         if not self.linear:
             index = np.minimum(np.floor(t).astype(np.int64), n - 1)
-            return self.values[tuple(index.T)]
+            return self._on_borders(t, self.values[tuple(index.T)])
         low = np.minimum(np.floor(t).astype(np.int64), n - 2)
         frac = t - low
         out = 0.0
@@ -278,6 +281,45 @@ class GridData:
             value = self.values[tuple((low + c).T)]
             out = out + (weight[:, None, None] * value if self.tensor else weight * value)
         return out
+
+    def _on_borders(self, t: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """``values`` with those of the points on a border between grid cells (``t`` in grid units) replaced
+        by the harmonic mean of the cells around them.
+
+        An element face on such a border reads one value for both its sides; the harmonic mean
+        2 a⁻ a⁺ / (a⁻ + a⁺) is the one whose average {a grad u} . n equals the flux a du/dn, continuous
+        across the border, so the scheme stays consistent where a one-sided value would not (tensors: the
+        matrix harmonic mean).  Values of mixed sign (a source) take the arithmetic mean.
+        """
+        n = np.array(self.shape)
+        nearest = np.rint(t)
+        on = (np.abs(t - nearest) <= BORDER_TOL) & (nearest > 0) & (nearest < n)
+        rows = np.flatnonzero(on.any(axis=1))
+        if len(rows) == 0:
+            return values
+        on, base = on[rows], np.minimum(np.floor(t[rows]).astype(np.int64), n - 1)
+        cells = []  # the value of each cell around each point; NaN where that corner is the same cell again
+        for corner in np.ndindex(*(2,) * self.dim):
+            c = np.array(corner, dtype=bool)
+            distinct = on[:, c].all(axis=1)  # a step back along an axis only where the point is on its border
+            index = np.where(c & on, np.rint(t[rows]).astype(np.int64) - 1, base)
+            value = self.values[tuple(index.T)]
+            cells.append(np.where(distinct.reshape((-1,) + (1,) * (value.ndim - 1)), value, np.nan))
+        cells = np.stack(cells)  # (corners, points[, d, d])
+        count = np.sum(~np.isnan(cells.reshape(len(cells), len(rows), -1)[:, :, 0]), axis=0)
+        values = values.copy()
+        if self.tensor:  # m (sum of pseudo-inverses)^+: for SPD tensors the matrix harmonic mean
+            inverses = np.where(np.isnan(cells), 0.0, np.linalg.pinv(np.nan_to_num(cells)))
+            values[rows] = count[:, None, None] * np.linalg.pinv(inverses.sum(axis=0))
+            values[rows] = 0.5 * (values[rows] + values[rows].transpose(0, 2, 1))
+            return values
+        signs = np.nan_to_num(np.sign(cells), nan=0.0)
+        mixed = (signs.max(axis=0) > 0) & (signs.min(axis=0) < 0)
+        with np.errstate(divide="ignore"):
+            reciprocal = np.nansum(1.0 / cells, axis=0)  # inf where a cell's value is 0: the mean is 0
+        harmonic = np.where(np.isinf(reciprocal), 0.0, count / np.where(reciprocal == 0, 1.0, reciprocal))
+        values[rows] = np.where(mixed, np.nansum(cells, axis=0) / count, harmonic)
+        return values
 
     def __repr__(self) -> str:
         kind = "multilinear" if self.linear else "piecewise constant"
