@@ -277,9 +277,16 @@ def test_an_agglomeration_seed_metis_cannot_take_is_one_line(seed):
     from polydg.errors import OptionError
     from polydg.partition import agglomerate
 
+    from polydg.mesh import build_polytopic_mesh
+    from polydg.partition.ranks import rank_partition
+    from polydg.space import DGSpace
+
+    fine = from_spec("square:4")
     with pytest.raises(OptionError) as info:
-        agglomerate(from_spec("square:4"), 4, seed=seed)
+        agglomerate(fine, 4, seed=seed)
     assert str(info.value) == f"agglomerate: seed must be an integer from 0 to 2**63 - 1 (a METIS seed), got {seed!r}"
+    with pytest.raises(OptionError, match=r"^rank_partition: seed must be an integer from 0 to 2\*\*63 - 1"):
+        rank_partition(DGSpace(build_polytopic_mesh(fine), 1), 2, seed=seed)
 
 
 @pytest.mark.parametrize("name, function, reason", [

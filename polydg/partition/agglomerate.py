@@ -58,15 +58,21 @@ def split_disconnected(graph: sp.csr_matrix, parts: np.ndarray) -> np.ndarray:
     return rank[labels].astype(np.int64)
 
 
+def checked_seed(seed, what: str) -> int:
+    """``seed`` as the Python int METIS takes (pymetis refuses NumPy integers), or a one-line OptionError
+    naming ``what`` where it is not an integer from 0 to :data:`MAX_SEED`."""
+    if not (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and 0 <= seed <= MAX_SEED):
+        raise OptionError(f"{what}: seed must be an integer from 0 to 2**63 - 1 (a METIS seed), got {seed!r}")
+    return int(seed)
+
+
 def agglomerate_cells(fine: SimplexMesh, n_elements: int, *, seed: int = DEFAULT_SEED) -> np.ndarray:
     """Element id of every simplex of ``fine``: METIS parts of the fine cells' dual graph, made connected.
 
     The fine cells are the simplices, or for polygon input the polygons (``fine.cell_element``): a polygon is
     never split between elements.
     """
-    if not (isinstance(seed, (int, np.integer)) and 0 <= seed <= MAX_SEED):
-        raise OptionError(f"agglomerate: seed must be an integer from 0 to 2**63 - 1 (a METIS seed), got {seed!r}")
-    seed = int(seed)  # pymetis takes Python ints only
+    seed = checked_seed(seed, "agglomerate")
     polygons = fine.cell_element is not None
     n_cells = fine.n_fine_cells
     if n_elements < 1:

@@ -15,7 +15,7 @@ from ..assembly.plan import face_rule_degrees
 from ..assembly.points import point_counts
 from ..errors import OptionError
 from ..quadrature import default_degree
-from .agglomerate import DEFAULT_SEED, _quiet_c_stdout
+from .agglomerate import DEFAULT_SEED, _quiet_c_stdout, checked_seed
 
 #: METIS takes integer weights: the largest element's work becomes at most this
 WEIGHT_RESOLUTION = 10_000
@@ -62,6 +62,7 @@ def rank_partition(space, n_ranks: int, *, weighted: bool = True, quadrature_ext
     >>> sorted(set(ranks.tolist()))
     [0, 1, 2, 3]
     """
+    seed = checked_seed(seed, "rank_partition")
     mesh = space.mesh
     n_el = mesh.n_elements
     if n_ranks < 1:

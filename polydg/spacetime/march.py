@@ -113,8 +113,8 @@ def uniform_time_nodes(n_slabs: int, final_time: float, start: float = 0.0) -> n
     """``n_slabs + 1`` equally spaced nodes from ``start`` to ``final_time``."""
     if not (isinstance(n_slabs, (int, np.integer)) and n_slabs >= 1):
         raise OptionError(f"the number of time slabs must be a positive integer, got {n_slabs!r}")
-    if not final_time > start:
-        raise OptionError(f"the final time must be greater than {start:g}, got {final_time!r}")
+    if not (np.isfinite(final_time) and final_time > start):
+        raise OptionError(f"the final time must be a finite number greater than {start:g}, got {final_time!r}")
     return np.linspace(start, float(final_time), int(n_slabs) + 1)
 
 
