@@ -231,6 +231,23 @@ def test_an_option_the_linearisation_cannot_follow_is_refused_not_ignored(choice
         solve_nonlinear(_space("square:4", 4, 1), builtin_problem("quasilinear", 2), **choice)
 
 
+def test_backtracking_measures_the_residual_that_the_newton_step_linearises():
+    """a = 1 + u^2 with u = 1 + x + 2y (up to 4) moves sigma (from a_K at the iterate) a lot along a step:
+    backtracking with the iterate's own sigma converges in 7 iterations (with sigma moving along the line
+    it took 15, nine of them steps of 1/64 while the residual rose)."""
+    from polydg.solve import errors
+
+    exact = lambda x: 1 + x[:, 0] + 2 * x[:, 1]  # noqa: E731
+    gradient = lambda x: np.tile([1.0, 2.0], (len(x), 1))  # noqa: E731
+    problem = Problem("linear-neumann", diffusion=lambda x, u: 1 + u**2, source=lambda x: -10 * exact(x),
+                      dirichlet=exact, neumann=lambda x, n: (1 + exact(x)**2) * (gradient(x) * n).sum(axis=1),
+                      is_neumann=lambda x, n: np.abs(x[:, 0] - 1) < 1e-12, exact=exact, exact_gradient=gradient)
+    space = _space("square:8", 16, 1)
+    result = solve_nonlinear(space, problem)
+    assert result.iterations <= 8 and min(result.steps) >= 0.25, (result.iterations, result.steps)
+    assert max(errors(space, problem, result.solution).values()) < 1e-12
+
+
 @pytest.mark.parametrize("name", ["quasilinear", "p-laplacian-type"])
 def test_error_norms_of_a_nonlinear_problem_take_its_diffusion_at_the_exact_solution(spaces, name):
     from polydg.solve import errors

@@ -111,8 +111,9 @@ def solve_iteration(system, u0: np.ndarray, options: NonlinearOptions | None = N
     result = NonlinearResult(solution=u, method=options.method)
     sigma = None  # None: sigma at each iterate; else frozen
 
-    def assembled(v, want_jacobian=True):
-        lin = system.linearize(v, newton=newton, want_jacobian=want_jacobian, face_penalty=sigma)
+    def assembled(v, want_jacobian=True, penalty=None):
+        lin = system.linearize(v, newton=newton, want_jacobian=want_jacobian,
+                               face_penalty=sigma if penalty is None else penalty)
         result.jit += lin.info["timings"].get("jit", 0.0)  # compilation, reported apart
         return lin, lin.info["timings"]["total_assembly"]
 
@@ -136,7 +137,10 @@ def solve_iteration(system, u0: np.ndarray, options: NonlinearOptions | None = N
         step, searched = 1.0, 0.0
         while True:
             full = step == 1.0 or not options.line_search
-            trial, seconds = assembled(u + step * du, want_jacobian=full)
+            # backtracking measures R with sigma of u, the R that du linearises: with sigma moving along the
+            # line (a of the iterate), du need not be a descent direction for the residual at each point
+            trial, seconds = assembled(u + step * du, want_jacobian=full,
+                                       penalty=None if full else lin.face_penalty)
             r_new = float(np.linalg.norm(trial.residual))
             if step < 1.0:
                 searched += seconds
@@ -146,9 +150,10 @@ def solve_iteration(system, u0: np.ndarray, options: NonlinearOptions | None = N
                     or _small(r_new, r0, options)):
                 break
             step /= 2
-        if trial.jacobian is None:  # accepted after backtracking: the Jacobian there
+        if trial.jacobian is None:  # accepted after backtracking: the Jacobian (and sigma) there
             trial, seconds = assembled(u + step * du)
             assembly_seconds += seconds
+            r_new = float(np.linalg.norm(trial.residual))
         u = u + step * du
         lin, r = trial, r_new
         update = float(np.linalg.norm(step * du))
