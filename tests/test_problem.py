@@ -175,7 +175,7 @@ def test_wrong_shape_names_problem_and_coefficient():
     with pytest.raises(ProblemError) as e:
         p.diffusion_at(np.zeros((10, 2)))
     assert str(e.value) == ("problem 'foo': diffusion returned shape (10, 2) for 10 points in 2D, "
-                            "expected (10, 2, 2)")
+                            "expected (10,) for a(x) I or (10, 2, 2)")
     p = Problem("foo", reaction=lambda x: np.ones((len(x), 1)))
     with pytest.raises(ProblemError, match=r"problem 'foo': reaction returned shape \(5, 1\).*expected \(5,\)"):
         p.reaction_at(np.zeros((5, 3)))
