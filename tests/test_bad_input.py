@@ -354,6 +354,7 @@ CASES = ["empty mesh", "truncated polydata", "random bytes", "garbage after a he
          "lacks NAME", "NAME is not a problem", "polygons past their count", "negative perturbation seed",
          "negative amplitude", "negative waves", "METIS seed past 64 bits", "infinite final time",
          "unknown grid interpolation", "boundary datum of the iterate", "scalar from a diffusion callable",
+         "repeat of a march", "repeat of a nonlinear solve", "approach 1 of a nonlinear solve",
          "failed iterative solve"]
 
 
@@ -427,6 +428,14 @@ def bad_inputs(d: Path, valid: dict[str, bytes]) -> dict[str, tuple[list[str], l
         "scalar from a diffusion callable": ([*quiet, "--problem", f"{d / 'scalar.py'}:problem"],
                                              ["problem 'scalar': diffusion returned shape () for ",
                                               ",) for a(x) I or (", ", 2, 2)"]),
+        "repeat of a march": ([*quiet, "--problem", "paper-2d1", "--time-slabs", 2, "--repeat", 3],
+                              ["--repeat times a steady problem's assembly; problem 'paper-2d1' is marched slab by "
+                               "slab: drop --repeat 3"]),
+        "repeat of a nonlinear solve": ([*quiet, "--problem", "quasilinear", "--repeat", 2],
+                                        ["problem 'quasilinear' is nonlinear, solved once by newton: drop --repeat 2"]),
+        "approach 1 of a nonlinear solve": ([*quiet, "--problem", "cubic", "--approach", "1"],
+                                            ["a nonlinear problem is linearised by row kernels (approach 2), not "
+                                             "approach '1'"]),
         "failed iterative solve": (["--quiet", "--mesh", "square:4", "--problem", "poisson", "--penalty", "1e-3",
                                     "--solve", "iterative"],
                                    ["did not converge: CG stopped at its limit of 1000 iterations; GMRES(50) then "

@@ -198,7 +198,9 @@ def test_the_program_exits_with_the_code_and_line_of_main(tmp_path, args):
 
 def test_debug_shows_the_traceback():
     r = cli("--mesh", "disk:4", "--debug")
-    assert r.returncode != 0 and "Traceback" in r.stderr
+    # the traceback, then the same line and exit code as without --debug (bad input: 2)
+    assert r.returncode == 2 and "Traceback" in r.stderr
+    assert r.stderr.splitlines()[-1].startswith("polydg.assemble: error:")
 
 
 BAD_MESHES = {

@@ -127,9 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                     run(args)
                 code = 0
             except BaseException as error:
-                if debug and comm is None and not isinstance(error, KeyboardInterrupt):
-                    raise
-                if debug:
+                if debug:  # the traceback, then the one line and its exit code as without --debug
                     import traceback
 
                     traceback.print_exc()

@@ -11,9 +11,23 @@ from __future__ import annotations
 import argparse
 import numpy as np
 
+from ..errors import OptionError
 from .inputs import RunOptions
 from .outputs import report
 from .progress import activity
+
+
+def check_nonlinear_options(args: argparse.Namespace, opts: RunOptions, problem) -> None:
+    """One-line errors, before any mesh work, for options a nonlinear run cannot follow: a precision or
+    approach other than the linearisation's, ``--repeat`` (the problem is solved once)."""
+    from ..nonlinear.system import linearisation_options
+
+    if not problem.nonlinear or problem.space_time:  # a march: its own checks
+        return
+    linearisation_options(opts.assembly)
+    if args.repeat > 1:
+        raise OptionError(f"--repeat times a linear problem's assembly; problem {problem.name!r} is nonlinear, "
+                          f"solved once by {args.nonlinear or 'newton'}: drop --repeat {args.repeat}")
 
 
 def nonlinear_options(args: argparse.Namespace, opts: RunOptions):

@@ -21,6 +21,7 @@ from .inputs import build_mesh, check_memory_early, check_options, chunk_progres
     quadrature_simplices
 from .content import solution_sample
 from .outputs import check_targets, planned_names, rank_rows_writer, summarise, write_summary_and_output
+from .nonlinear import check_nonlinear_options
 from .spacetime import check_space_time_options, run_space_time
 from .steady import name_the_kernels, solve_and_say
 
@@ -70,6 +71,7 @@ def _run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     problem = replaced(problem, comm.bcast(fields, root=0))
     with collective_phase(comm):
         check_space_time_options(args, problem)
+        check_nonlinear_options(args, opts, problem)
         if problem.space_time and args.no_gather:
             raise OptionError("--no-gather is for steady problems; a space-time march solves every slab on rank 0")
         if problem.nonlinear and args.no_gather:

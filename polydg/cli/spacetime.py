@@ -50,6 +50,9 @@ def check_space_time_options(args: argparse.Namespace, problem: Problem) -> None
         return
     if problem.initial is None:
         raise ProblemError(f"space-time problem {problem.name!r} has no initial value (initial)")
+    if args.repeat > 1:
+        raise OptionError(f"--repeat times a steady problem's assembly; problem {problem.name!r} is marched "
+                          f"slab by slab: drop --repeat {args.repeat}")
     if args.time_slabs is None:
         raise OptionError(f"problem {problem.name!r} is a space-time problem: give --time-slabs N "
                           "(and --final-time T)")

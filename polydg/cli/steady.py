@@ -15,6 +15,7 @@ from ..jit import compile_watch
 from .inputs import Progress, build_mesh, check_memory_early, check_options, chunk_progress, load_run_problem, \
     quadrature_simplices
 from .outputs import check_targets, report
+from .nonlinear import check_nonlinear_options
 from .spacetime import check_space_time_options, run_space_time
 
 
@@ -41,6 +42,7 @@ def _run(args: argparse.Namespace, say) -> dict:
     problem = load_run_problem(args.problem, fine.dim)  # before the first progress line: bad input is one line
     problem = with_coefficients(problem, args.coefficient, fine)
     check_space_time_options(args, problem)
+    check_nonlinear_options(args, opts, problem)
     check_memory_early(opts, fine)
     say(f"mesh {opts.mesh_spec}: {fine}")
     name_the_kernels(fine.dim, problem, opts)
