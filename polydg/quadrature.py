@@ -118,6 +118,20 @@ def default_degree(p, extra: int = 0):
 # 1D Gauss-Jacobi building block
 
 
+#: the most points of one rule (a sub-simplex's or a face's): a degree past this is an input error
+MAX_RULE_POINTS = 1 << 20
+#: the most Gauss points along one direction (their Golub-Welsch matrix is n x n)
+MAX_LINE_POINTS = 2048
+
+
+def _check_rule_size(d: int, q: int, points: int, line: int) -> None:
+    """A one-line OptionError for a rule of ``points`` points (``line`` along a direction) past the limits."""
+    if points > MAX_RULE_POINTS or line > MAX_LINE_POINTS:
+        raise OptionError(f"a quadrature rule exact to degree {q} on the {d}-simplex needs {points:,} points "
+                          f"({line:,} along a direction; at most {MAX_RULE_POINTS:,} and {MAX_LINE_POINTS:,}): lower "
+                          "the polynomial degree or the quadrature extra degree")
+
+
 def conical_points_per_direction(q: int) -> int:
     """n = ceil((q + 1) / 2): the fewest Gauss points exact to degree q."""
     return (int(q) + 2) // 2
@@ -304,7 +318,8 @@ def simplex_rule(d: int, q: int, family: str = "auto") -> tuple[np.ndarray, np.n
     if family == "auto":
         candidates += [(_symmetric_size(d, g), 0, g, "symmetric") for g in _SYMMETRIC.get(d, {}) if g >= q]
         candidates += [(len(rule[1]), 1, g, "explicit") for g, rule in EXPLICIT.get(d, {}).items() if g >= q]
-    _, _, degree, kind = min(candidates)
+    points, _, degree, kind = min(candidates)
+    _check_rule_size(d, q, points, conical_points_per_direction(q) if kind == "conical" else 0)
     if kind == "symmetric":
         bary, w = _symmetric_rule(d, degree)
     elif kind == "explicit":
@@ -323,6 +338,7 @@ def gauss_line_rule(q: int) -> tuple[np.ndarray, np.ndarray]:
     q = int(q)
     if q < 0:
         raise OptionError(f"quadrature degree must be >= 0, got {q}")
+    _check_rule_size(1, q, conical_points_per_direction(q), conical_points_per_direction(q))
     t, w = _gauss_jacobi01(conical_points_per_direction(q), 0)
     return _readonly(t, w)
 

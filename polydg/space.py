@@ -9,6 +9,10 @@ from .errors import OptionError
 from .mesh.polytopic import PolytopicMesh
 
 
+#: the largest polynomial degree (its quadrature, exact to 2p + 1, would pass quadrature.MAX_LINE_POINTS)
+MAX_DEGREE = 1000
+
+
 class DGSpace:
     """Discontinuous piecewise polynomials of degree ``degree[e]`` on element e.
 
@@ -51,9 +55,9 @@ class DGSpace:
             if not np.all(deg == np.round(deg)):
                 raise OptionError("polynomial degrees must be integers")
         deg = deg.astype(np.int64)
-        if deg.min() < 0:
-            e = int(np.argmin(deg))
-            raise OptionError(f"polynomial degree must be >= 0, got {int(deg[e])} on element {e}")
+        if deg.min() < 0 or deg.max() > MAX_DEGREE:
+            e = int(np.argmin(deg)) if deg.min() < 0 else int(np.argmax(deg))
+            raise OptionError(f"polynomial degree must be from 0 to {MAX_DEGREE}, got {int(deg[e])} on element {e}")
         self.degree = deg
         d = mesh.dim
         table = np.array([basis_size(p, d, basis) for p in range(int(deg.max()) + 1)], dtype=np.int64)

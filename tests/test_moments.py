@@ -177,3 +177,20 @@ def test_volume_kernels_refuse_a_short_recurrence():
     with pytest.raises(ValueError, match="legendre_recurrence"):
         K._check_moment_arguments(table, legendre_recurrence(2))
     K._check_moment_arguments(table, legendre_recurrence(4))
+
+
+@pytest.mark.parametrize("d, p", [(2, 12), (3, 6)])
+def test_the_memory_estimate_of_the_moment_tables_covers_their_making(d, p):
+    """The assembly's refusal before allocating counts the tables' peak while they are made, not the
+    arrays they keep (a degree-30 run was killed by the system after an estimate a fifth of its use)."""
+    import tracemalloc
+
+    from polydg.assembly.memory import moment_table_bytes
+
+    tracemalloc.start()
+    try:
+        moment_tables.__wrapped__(p, d)  # not the cached tables: made here
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= moment_table_bytes(p, d) <= 3 * peak

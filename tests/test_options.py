@@ -33,9 +33,11 @@ import mpi_options_cases as cases  # noqa: E402
     ({"penalty_kind": "papr"}, "unknown penalty kind 'papr'; choose one of paper, classical"),
     ({"penalty": 0}, "penalty constant must be positive, got 0.0"),
     ({"penalty": "ten"}, "penalty constant must be positive, got 'ten'"),
-    ({"quadrature_extra": -1}, "quadrature extra degree must be >= 0, got -1"),
+    ({"quadrature_extra": -1}, "quadrature extra degree must be from 0 to 1000, got -1"),
+    ({"quadrature_extra": 10**5}, "quadrature extra degree must be from 0 to 1000, got 100000"),
     ({"quadrature_extra": 1.5}, "quadrature extra degree must be an integer >= 0, got 1.5"),
-    ({"memory_budget_mb": -2}, "memory budget must be positive, got -2.0 MB"),
+    ({"memory_budget_mb": -2}, "memory budget must be a positive finite number, got -2.0 MB"),
+    ({"memory_budget_mb": float("inf")}, "memory budget must be a positive finite number, got inf MB"),
     ({"backend": "opencl"}, "unknown backend 'opencl'; choose one of numpy, cupy, auto"),
     ({"approach": "1", "backend": "cupy"}, "approach '1' runs on the CPU only; on a GPU use approach 2, atomic, ordered or blocks"),
 ])

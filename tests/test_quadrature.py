@@ -303,3 +303,15 @@ def test_default_degree():
         default_degree(1, extra=-1)
     with pytest.raises(OptionError):
         default_degree(-1)
+
+
+def test_a_rule_past_its_size_limits_is_one_line_before_anything_is_allocated():
+    from polydg.space import DGSpace
+    from polydg.mesh import build_polytopic_mesh, from_spec
+
+    for d, q in ((2, 100_005), (3, 300), (1, 10**9)):
+        with pytest.raises(OptionError, match=rf"a quadrature rule exact to degree {q} on the {d}-simplex needs "
+                                              r"[0-9,]+ points \([0-9,]+ along a direction; at most"):
+            simplex_rule(d, q) if d > 1 else gauss_line_rule(q)
+    with pytest.raises(OptionError, match="polynomial degree must be from 0 to 1000, got 5000 on element 0"):
+        DGSpace(build_polytopic_mesh(from_spec("square:1")), 5000)

@@ -223,15 +223,21 @@ def moment_tables(pmax: int, d: int, dtype=np.float64, basis: str = "P") -> Mome
     fields = {}
     nbmax = len(basis_indices(pmax, d, basis))
     for name, terms in (("iso", iso), ("full", full)):
-        parts = [_entries(p, d, nc, terms, basis, counts[p]) for p in range(pmax + 1)]
-        start = np.cumsum([0] + [len(ij) for ij, _, _ in parts]).astype(np.int64)
+        start = np.zeros(pmax + 2, dtype=np.int64)
         rows = np.empty((pmax + 1, nbmax * nbmax + 1), dtype=np.int64)
-        for p, (ij, _, _) in enumerate(parts):  # entries of block entry t: rows[p, t]:rows[p, t + 1]
-            rows[p] = start[p] + np.searchsorted(ij, np.arange(nbmax * nbmax + 1))
+        sources, coefficients = [], []  # each degree's, kept until joined (its block entries are not)
+        for p in range(pmax + 1):
+            ij, src, coef = _entries(p, d, nc, terms, basis, counts[p])
+            start[p + 1] = start[p] + len(ij)
+            rows[p] = start[p] + np.searchsorted(ij, np.arange(nbmax * nbmax + 1))  # block entry t's entries
+            sources.append(src)
+            coefficients.append(coef)
         fields[f"{name}_start"] = start
         fields[f"{name}_rows"] = rows
-        fields[f"{name}_src"] = np.concatenate([src for _, src, _ in parts])
-        fields[f"{name}_coef"] = np.concatenate([c for _, _, c in parts]).astype(dtype)
+        fields[f"{name}_src"] = np.concatenate(sources)
+        del sources
+        fields[f"{name}_coef"] = np.concatenate(coefficients, dtype=dtype)
+        del coefficients
     tables = MomentTables(psi=psi, counts=counts, **fields)
     for a in tables:
         a.setflags(write=False)

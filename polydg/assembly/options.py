@@ -55,6 +55,9 @@ from .reductions.choice import AUTO, chosen_approach
 APPROACHES = (AUTO,) + tuple(REDUCTIONS)
 #: the working precisions and their dtypes
 PRECISIONS = {"double": np.float64, "single": np.float32}
+#: the largest quadrature extra degree (a rule's points grow as its degree to the dimension: far above the
+#: degrees of any basis, quadrature.MAX_LINE_POINTS bounds a rule anyway)
+MAX_QUADRATURE_EXTRA = 1000
 
 #: the built-in defaults of the fields (backend: see :class:`AssemblyOptions`)
 _BUILT_IN = {"approach": AUTO, "precision": "double", "penalty": 10.0, "penalty_kind": "classical",
@@ -118,7 +121,7 @@ class AssemblyOptions:
             to_host = _session.get("to_host", _BUILT_IN["to_host"]) if to_host is None else to_host
         values = {"approach": approach, "backend": backend, "to_host": bool(to_host),
                   "penalty": _number(self.penalty, "penalty constant must be positive"),
-                  "memory_budget_mb": _number(self.memory_budget_mb, "memory budget must be positive", "MB"),
+                  "memory_budget_mb": _number(self.memory_budget_mb, "memory budget must be a positive finite number", "MB"),
                   "quadrature_extra": _integer(self.quadrature_extra)}
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -133,10 +136,11 @@ class AssemblyOptions:
             raise OptionError(f"unknown penalty kind {self.penalty_kind!r}; choose one of {', '.join(PENALTY_KINDS)}")
         if not self.penalty > 0:
             raise OptionError(f"penalty constant must be positive, got {self.penalty}")
-        if self.quadrature_extra < 0:
-            raise OptionError(f"quadrature extra degree must be >= 0, got {self.quadrature_extra}")
-        if not self.memory_budget_mb > 0:
-            raise OptionError(f"memory budget must be positive, got {self.memory_budget_mb} MB")
+        if not 0 <= self.quadrature_extra <= MAX_QUADRATURE_EXTRA:
+            raise OptionError(f"quadrature extra degree must be from 0 to {MAX_QUADRATURE_EXTRA}, got "
+                              f"{self.quadrature_extra}")
+        if not 0 < self.memory_budget_mb < float("inf"):
+            raise OptionError(f"memory budget must be a positive finite number, got {self.memory_budget_mb} MB")
         if self.backend not in bk.BACKENDS + (bk.SIMULATOR,):
             raise OptionError(f"unknown backend {self.backend!r}; choose one of {', '.join(bk.BACKENDS)}")
         if entry is not None and entry.gpu is None and bk.is_device(self.backend):
