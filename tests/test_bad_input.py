@@ -462,3 +462,35 @@ def test_bad_input_from_the_command_line(cli_results, case):
     assert lines[0].startswith("polydg.assemble: error: ")
     for word in words:
         assert word in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"n_slabs": 2, "final_time": float("inf")}, "the final time must be a finite number greater than 0, got inf"),
+    ({"n_slabs": 2, "final_time": "1"}, "the final time must be a finite number greater than 0, got '1'"),
+    ({"n_slabs": True, "final_time": 1.0}, "the number of time slabs must be a positive integer, got True"),
+    ({"time_nodes": [0.0, 1.0], "n_slabs": 2, "final_time": 1.0},
+     "give time_nodes, or n_slabs and final_time, not both"),
+])
+def test_a_march_with_bad_times_is_one_line(arguments, message):
+    from polydg.errors import OptionError
+    from polydg.mesh import build_polytopic_mesh
+    from polydg.problem import builtin_problem
+    from polydg.spacetime import march
+
+    with pytest.raises(OptionError) as info:
+        march(build_polytopic_mesh(from_spec("square:2")), builtin_problem("paper-2d1"), 1, **arguments)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize("shape", [(23,), (25,), (2, 24)])
+def test_a_solution_of_the_wrong_size_is_one_line_where_it_is_sampled(shape):
+    from polydg.mesh import build_polytopic_mesh
+    from polydg.output import sample_solution
+    from polydg.solve.system import SolverError
+    from polydg.space import DGSpace
+
+    space = DGSpace(build_polytopic_mesh(from_spec("square:2")), 1)  # 8 triangles, 24 dofs
+    with pytest.raises(SolverError) as info:
+        sample_solution(space, np.zeros(shape))
+    assert str(info.value) == f"solution has shape {shape}, the space has 24 dofs"
+    assert len(sample_solution(space, np.zeros((1, 24))).values) == 24

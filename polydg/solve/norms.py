@@ -89,6 +89,14 @@ def _chunks(n: int, per_item: int, budget_mb: float) -> list[slice]:
     return [slice(a, min(a + size, n)) for a in range(0, n, size)]
 
 
+def _coefficients_of(space: Any, solution: Any) -> np.ndarray:
+    """``solution`` as the space's (n_dofs,) float64 coefficients, or a one-line SolverError."""
+    solution = np.asarray(solution, dtype=np.float64)
+    if solution.size != space.n_dofs or solution.squeeze().ndim > 1:
+        raise SolverError(f"solution has shape {solution.shape}, the space has {space.n_dofs} dofs")
+    return solution.reshape(-1)
+
+
 def evaluate(space: Any, solution: np.ndarray, points: np.ndarray, elements: np.ndarray, *,
              gradient: bool = False, memory_budget_mb: float = 256.0) -> np.ndarray | tuple:
     """The DG function with coefficients ``solution`` at ``points`` (n, d), point i
@@ -98,7 +106,7 @@ def evaluate(space: Any, solution: np.ndarray, points: np.ndarray, elements: np.
     """
     points = np.asarray(points, dtype=np.float64)
     elements = np.asarray(elements, dtype=np.int64)
-    solution = np.asarray(solution, dtype=np.float64)
+    solution = _coefficients_of(space, solution)
     n, d = points.shape
     values = np.empty(n)
     grads = np.empty((n, d)) if gradient else None
@@ -171,7 +179,8 @@ def _normal_diffusion(A: np.ndarray, normal: np.ndarray) -> np.ndarray:
     return _quadratic_form(normal, A)
 
 
-def _diffusion(problem: Any, x: np.ndarray, u: np.ndarray, elements: np.ndarray, cells: np.ndarray | None) -> np.ndarray:
+def _diffusion(problem: Any, x: np.ndarray, u: np.ndarray, elements: np.ndarray,
+               cells: np.ndarray | None) -> np.ndarray:
     """A at the points for the DG norm: a diffusion of the iterate at the exact solution ``u`` (and its
     gradient), one that reads where its points lie at ``elements`` and fine ``cells`` (None: not known)."""
     where = None
@@ -210,9 +219,7 @@ def errors(space: Any, problem: Any, solution: np.ndarray, *, penalty_values: np
     faces: one MPI rank's share, whose squares the ranks add up.
     """
     mesh = space.mesh
-    solution = np.asarray(solution, dtype=np.float64).reshape(-1)
-    if solution.shape[0] != space.n_dofs:
-        raise SolverError(f"solution has {solution.shape[0]} entries, the space has {space.n_dofs} dofs")
+    solution = _coefficients_of(space, solution)
     if penalty_values is not None:
         penalty_values = np.asarray(penalty_values, dtype=np.float64).reshape(-1)
         if penalty_values.shape[0] != mesh.n_faces:

@@ -111,9 +111,10 @@ class MarchResult:
 
 def uniform_time_nodes(n_slabs: int, final_time: float, start: float = 0.0) -> np.ndarray:
     """``n_slabs + 1`` equally spaced nodes from ``start`` to ``final_time``."""
-    if not (isinstance(n_slabs, (int, np.integer)) and n_slabs >= 1):
+    if isinstance(n_slabs, bool) or not (isinstance(n_slabs, (int, np.integer)) and n_slabs >= 1):
         raise OptionError(f"the number of time slabs must be a positive integer, got {n_slabs!r}")
-    if not (np.isfinite(final_time) and final_time > start):
+    if not (isinstance(final_time, (int, float, np.integer, np.floating)) and not isinstance(final_time, bool)
+            and np.isfinite(final_time) and final_time > start):
         raise OptionError(f"the final time must be a finite number greater than {start:g}, got {final_time!r}")
     return np.linspace(start, float(final_time), int(n_slabs) + 1)
 
@@ -259,6 +260,8 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         if n_slabs is None or final_time is None:
             raise OptionError("give time_nodes, or n_slabs and final_time")
         time_nodes = uniform_time_nodes(n_slabs, final_time)
+    elif n_slabs is not None or final_time is not None:
+        raise OptionError("give time_nodes, or n_slabs and final_time, not both")
     nodes = _check_nodes(time_nodes)
     start = time.perf_counter()
     space_mesh = quadrature_mesh(space_mesh, quadrature_simplices)
