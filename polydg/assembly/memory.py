@@ -38,15 +38,16 @@ from ..errors import MemoryLimitError, OptionError
 #: the environment variable that sets the memory a run may use
 LIMIT_VARIABLE = "POLYDG_MEMORY_LIMIT"
 
-_UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "KIB": 2**10, "M": 2**20, "MB": 2**20, "MIB": 2**20,
-          "G": 2**30, "GB": 2**30, "GIB": 2**30, "T": 2**40, "TB": 2**40, "TIB": 2**40}
+#: K, KB, KI, KIB (any case) and so on: binary units all
+_UNITS = {"": 1, "B": 1, **{prefix + tail: 2 ** (10 * (k + 1)) for k, prefix in enumerate("KMGT")
+                            for tail in ("", "B", "I", "IB")}}
 
 
 def parse_size(text: str, name: str = LIMIT_VARIABLE) -> int:
     """``"4G"``, ``"512 MB"``, ``"1.5e9"`` as bytes (binary units: 1G = 2**30 bytes).
 
-    >>> parse_size("4G"), parse_size("512M"), parse_size("1000")
-    (4294967296, 536870912, 1000)
+    >>> parse_size("4G"), parse_size("512M"), parse_size("1000"), parse_size("4Gi") == parse_size("4 GiB")
+    (4294967296, 536870912, 1000, True)
     """
     match = re.fullmatch(r"\s*([0-9.]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
     unit = match.group(2).upper() if match else None
