@@ -1,7 +1,8 @@
 """Run under ``mpiexec -n N python tests/mpi_data_case.py OUT.npz`` by tests/test_data_coefficients.py.
 
 Every rank builds the same space and problem (fixed seeds; data per fine cell and per element); the
-ranks assemble it through ``assemble_distributed`` and rank 0 writes the gathered matrix and load.
+ranks assemble it through ``assemble_distributed`` and rank 0 writes the gathered matrix and load, the
+error norms of a problem with a diffusion per element and Newton's iterates of a nonlinear one with it.
 """
 
 from __future__ import annotations
@@ -29,17 +30,35 @@ def case():
     return space, problem
 
 
+def element_cases(space):
+    """(a linear problem with a diffusion per element and an exact solution, a nonlinear one with it, a
+    solution vector): for the error norms and Newton on ranks."""
+    from polydg.problem import ElementData, Problem
+
+    k = ElementData(1.0 + np.arange(space.mesh.n_elements) % 3)
+    exact = Problem("element-exact", diffusion=k, source=1.0, exact=lambda x: x[:, 0] * x[:, 1],
+                    exact_gradient=lambda x: np.stack([x[:, 1], x[:, 0]], axis=1))
+    cubic = Problem("element-cubic", diffusion=k, reaction=lambda x, u: u**3, source=1.0)
+    return exact, cubic, np.random.default_rng(3).standard_normal(space.n_dofs)
+
+
 def main(out: Path) -> None:
     from mpi4py import MPI
 
     from polydg.distributed import assemble_distributed
+    from polydg.distributed.nonlinear import solve_distributed
 
     comm = MPI.COMM_WORLD
     space, problem = case()
     whole = assemble_distributed(space, problem, comm).gather()
+    exact, cubic, u = element_cases(space)
+    errors = assemble_distributed(space, exact, comm).errors(exact, u if comm.Get_rank() == 0 else None)
+    newton = solve_distributed(space, cubic, comm)
     if comm.Get_rank() == 0:
         np.savez(out, data=whole.matrix.data, indices=whole.matrix.indices, indptr=whole.matrix.indptr,
-                 rhs=whole.rhs, sigma=whole.face_penalty, ranks=comm.Get_size())
+                 rhs=whole.rhs, sigma=whole.face_penalty, ranks=comm.Get_size(),
+                 errors=[errors[key] for key in ("l2", "h1", "dg")], newton=newton.solution,
+                 residuals=newton.residuals)
     comm.Barrier()
 
 

@@ -254,6 +254,12 @@ def test_ranks_gather_the_one_process_matrix_bit_for_bit(tmp_path):
     for key, value in (("indptr", one.matrix.indptr), ("indices", one.matrix.indices), ("data", one.matrix.data),
                        ("rhs", one.rhs), ("sigma", one.face_penalty)):
         assert np.array_equal(got[key], value), key
+    # a diffusion per element in the ranks' error norms and Newton (each rank its elements' values)
+    exact, cubic, u = mpi_data_case.element_cases(space)
+    one_errors = errors(space, exact, u, penalty_values=assemble(space, exact).face_penalty)
+    assert got["errors"] == pytest.approx([one_errors[key] for key in ("l2", "h1", "dg")], rel=1e-12)
+    newton = solve_nonlinear(space, cubic)
+    assert np.array_equal(got["residuals"], newton.residuals) and np.array_equal(got["newton"], newton.solution)
 
 
 # ---------------------------------------------------------------------------
@@ -331,6 +337,14 @@ def test_grid_data_on_its_cells_borders_is_their_harmonic_mean():
     assert mixed(np.array([[1.0, 0.5]])).tolist() == [1.0]
     tensors = GridData(np.array([[np.diag([1.0, 2.0])], [np.diag([100.0, 2.0])]]), (0, 2, 0, 1))
     assert tensors(np.array([[1.0, 0.5]]))[0] == pytest.approx(np.diag([2 * 100 / 101, 2.0]), rel=1e-14)
+    # a border whose coordinate rounds just below it (t = k - 1e-16 in grid units) is the border still
+    shifted = GridData([[1.0], [4.0], [1.0], [1.0], [1.0]], (0.1, 0.9, 0, 1))
+    assert shifted(np.array([[0.26, 0.5]])).tolist() == pytest.approx([1.6], rel=1e-15)
+    # a vanishing side makes the mean vanish: scalars (+0 beside -0 too) and semi-definite tensors
+    assert GridData([[0.0], [-0.0]], (0, 2, 0, 1))(np.array([[1.0, 0.5]])).tolist() == [0.0]
+    for left, right in ((np.zeros((2, 2)), np.eye(2)), (np.diag([1.0, 0.0]), np.diag([0.0, 1.0]))):
+        singular = GridData(np.array([[left], [right]]), (0, 2, 0, 1))
+        assert np.abs(singular(np.array([[1.0, 0.5]]))).max() < 1e-15
 
 
 @pytest.mark.parametrize("tensor", [False, True])

@@ -214,11 +214,19 @@ def test_complex_step_needs_an_analytic_callable():
     given = Problem("rough", diffusion=lambda x, u: 1 + np.abs(u), diffusion_du=lambda x, u: np.sign(u), source=1.0)
     assert solve_nonlinear(space, given).residuals[-1] < 1e-9 * solve_nonlinear(space, given).residuals[0]
     # complex at real arguments (log of a negative number): refused, not its real part taken as the value
+    tensor = lambda x, u: np.sqrt(u - 1 + 0j)[:, None, None] * np.eye(2)  # noqa: E731
     for name, problem in (("source", Problem("log", diffusion=1.0, source=lambda x, u: np.log(u - 1))),
-                          ("diffusion", Problem("root", diffusion=lambda x, u: np.sqrt(u - 2 + 0j), source=1.0))):
+                          ("diffusion", Problem("root", diffusion=lambda x, u: np.sqrt(u - 2 + 0j), source=1.0)),
+                          ("diffusion", Problem("tensor", diffusion=tensor, source=1.0))):
         message = fr"{name} is not real at 512 of 512 points \(e.g. .* at u = 0\): a logarithm or root"
         with pytest.raises(ProblemError, match=message):
             solve_nonlinear(space, problem)
+    # ... but a real one whose derivative is large is not (its complex step's imaginary part is h f')
+    from polydg.problem.iterate import scalar_at_iterate
+
+    steep = Problem("steep", diffusion=1.0, reaction=lambda x, u: 1e20 * u, source=1.0)
+    value, du = scalar_at_iterate(steep, "reaction", np.zeros((4, 2)), u=np.zeros(4), grad_u=np.zeros((4, 2)))
+    assert value.tolist() == [0.0] * 4 and du.tolist() == [1e20] * 4
 
 
 

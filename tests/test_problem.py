@@ -390,3 +390,13 @@ def test_a_misspelled_problem_gets_the_nearest_names():
     with pytest.raises(ProblemError) as caught:
         load_problem("xyzzy", 2)
     assert "did you mean" not in str(caught.value)
+
+
+def test_a_polynomial_at_a_point_is_the_same_however_many_points_come_at_once():
+    # the ranks evaluate the load's points in other batches than one process: bit for bit the same values
+    from polydg.problem.polynomial import polynomial_problem
+
+    x = np.random.default_rng(6).random((1000, 3))
+    problem = polynomial_problem(3, 2, seed=4)
+    for p in (problem.source, problem.exact):
+        assert np.array_equal(p(x), np.concatenate([p(x[k:k + 7]) for k in range(0, len(x), 7)]))

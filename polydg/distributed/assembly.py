@@ -136,7 +136,8 @@ class DistributedAssembly:
                 send = [np.concatenate([x[d] for d in reads]), [len(d) for d in reads], MPI.DOUBLE]
         comm.Scatterv(send, local_x, root=root)
         with collective_phase(comm):
-            local = errors(space, as_problem(problem, mesh.dim), local_x, penalty_values=self.face_penalty,
+            local_problem = on_sub_mesh(as_problem(problem, mesh.dim), part.submesh.elements, part.n_elements)
+            local = errors(space, local_problem, local_x, penalty_values=self.face_penalty,
                            faces=owned[mesh.face_elements[:, 0]], **options)
         keys = sorted(local)
         squares = np.array([local[k] ** 2 for k in keys])

@@ -23,6 +23,7 @@ from ..assembly.penalty import penalty_from_weights, penalty_weights
 from ..assembly.scope import AssemblyScope
 from ..nonlinear.system import NonlinearSystem, linearisation_options
 from ..problem import as_problem
+from ..problem.data import on_sub_mesh
 from ..partition.ranks import element_work
 from .assembly import (DistributedAssembly, compile_relabel_kernel, hand_out_parts, rank_record, rank_report,
                        single_of_rank)
@@ -47,22 +48,25 @@ class DistributedNonlinearSystem:
         self.comm, self.root = comm, root
         with collective_phase(comm):
             compile_relabel_kernel()
-            options = linearisation_options(assembly_options(options, choices))
+            options = linearisation_options(assembly_options(options, choices)).resolved()
+        with collective_phase(comm):  # the GPU backend: rank r of a node on GPU r mod (GPUs on the node), bound
+            self._device = bind_rank_device(comm, options.backend)  # before any of its arrays is made
         part, ranks, self.timings = hand_out_parts(space, comm, options, ranks=ranks, weighted=weighted,
                                                    root=root, say=say)
         with collective_phase(comm):
             self.part = part
             local_space = part.space()
             columns = (part.rank_dof_offsets, part.rank_dof_offsets, part.n_dofs)
-            self.local = NonlinearSystem(local_space, as_problem(problem, local_space.mesh.dim), options,
+            local_problem = on_sub_mesh(as_problem(problem, local_space.mesh.dim), part.submesh.elements,
+                                        part.n_elements)  # data per element: this rank's, in its local ids
+            self.local = NonlinearSystem(local_space, local_problem, options,
                                          linear_solver=linear_solver,
                                          scope=AssemblyScope(elements=part.submesh.owned, column_numbering=columns))
             self.local.penalty_at = self._penalty_at
             self.dof_map = part.dof_map(local_space)  # the single-process dof of each local dof
             self._halo = part.halo_exchange()
         self._halo.check(comm)
-        with collective_phase(comm):  # the GPU backend: rank r of a node on GPU r mod (GPUs on the node)
-            self._device = bind_rank_device(comm, self.local.options.backend)
+        with collective_phase(comm):
             self._work = float(element_work(local_space, options.quadrature_extra)[part.submesh.owned].sum())
         self.rank_report: dict | None = None  # on root: the ranks' last linearisation (timings, balance, sizes)
         reads = comm.gather((self.dof_map, part.submesh.faces), root=root)

@@ -106,10 +106,10 @@ def triangulate_polygons(points: np.ndarray, offsets: np.ndarray, conn: np.ndarr
     corner = turn > 1e-12 * scale
     apex_ok = corner & corner[prv] & corner[nxt]
     position = np.arange(len(conn)) - np.repeat(offsets[:-1], sizes)
-    apex = np.full(n_poly, -1, dtype=np.int64)
-    candidates = np.flatnonzero(apex_ok)[::-1]
-    apex[poly_of[candidates]] = position[candidates]  # the first such vertex of each polygon (v0 where it is one)
-    fanned = convex & (apex >= 0)
+    apex = np.full(n_poly, np.iinfo(np.int64).max)
+    candidates = np.flatnonzero(apex_ok)
+    np.minimum.at(apex, poly_of[candidates], position[candidates])  # the first such vertex (v0 where it is one)
+    fanned = convex & (apex < np.iinfo(np.int64).max)
 
     # fans for convex polygons: (v_a, v_{a+i}, v_{a+i+1}), i = 1 .. k-2, from the apex a
     cp = np.flatnonzero(fanned)

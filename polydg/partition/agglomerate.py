@@ -125,9 +125,7 @@ def _cell_graph(graph: sp.csr_matrix, cell_of: np.ndarray, n_cells: int) -> sp.c
     coo = graph.tocoo()
     a, b = cell_of[coo.row], cell_of[coo.col]
     apart = a != b
-    g = sp.coo_matrix((np.ones(int(apart.sum())), (a[apart], b[apart])), shape=(n_cells, n_cells)).tocsr()
-    g.sum_duplicates()
-    return g
+    return sp.coo_matrix((np.ones(int(apart.sum())), (a[apart], b[apart])), shape=(n_cells, n_cells)).tocsr()
 
 
 def z_order(points: np.ndarray, bits: int = 21) -> np.ndarray:

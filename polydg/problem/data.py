@@ -288,8 +288,9 @@ class GridData:
 
         An element face on such a border reads one value for both its sides; the harmonic mean
         2 a⁻ a⁺ / (a⁻ + a⁺) is the one whose average {a grad u} . n equals the flux a du/dn, continuous
-        across the border, so the scheme stays consistent where a one-sided value would not (tensors: the
-        matrix harmonic mean).  Values of mixed sign (a source) take the arithmetic mean.
+        across the border, so the scheme stays consistent where a one-sided value would not.  It is m times
+        the parallel sum A₁ : ... : A_m of the m cells (A : B = A (A + B)⁺ B, 0 where a cell is 0; tensors
+        the same, semi-definite ones included).  Values of mixed sign (a source) take the arithmetic mean.
         """
         n = np.array(self.shape)
         nearest = np.rint(t)
@@ -297,34 +298,47 @@ class GridData:
         rows = np.flatnonzero(on.any(axis=1))
         if len(rows) == 0:
             return values
-        on, base = on[rows], np.minimum(np.floor(t[rows]).astype(np.int64), n - 1)
-        cells = []  # the value of each cell around each point; NaN where that corner is the same cell again
-        for corner in np.ndindex(*(2,) * self.dim):
+        on, nearest = on[rows], nearest[rows].astype(np.int64)
+        base = np.minimum(np.where(on, nearest, np.floor(t[rows]).astype(np.int64)), n - 1)  # the cell above
+        tensor = self.tensor
+        count = np.zeros(len(rows), dtype=np.int64)
+        total = parallel = lowest = highest = None
+        for corner in np.ndindex(*(2,) * self.dim):  # 2^d corners; a step back only along a border's axis
             c = np.array(corner, dtype=bool)
-            distinct = on[:, c].all(axis=1)  # a step back along an axis only where the point is on its border
-            index = np.where(c & on, np.rint(t[rows]).astype(np.int64) - 1, base)
-            value = self.values[tuple(index.T)]
-            cells.append(np.where(distinct.reshape((-1,) + (1,) * (value.ndim - 1)), value, np.nan))
-        cells = np.stack(cells)  # (corners, points[, d, d])
-        count = np.sum(~np.isnan(cells.reshape(len(cells), len(rows), -1)[:, :, 0]), axis=0)
+            distinct = on[:, c].all(axis=1)
+            value = self.values[tuple(np.where(c & on, nearest - 1, base).T)]
+            keep = distinct.reshape((-1,) + (1,) * (value.ndim - 1))
+            count += distinct
+            if total is None:  # the first corner: every point's own cell
+                total, parallel, lowest, highest = value, value, value, value
+                continue
+            total = np.where(keep, total + value, total)
+            parallel = np.where(keep, _parallel_sum(parallel, value, tensor), parallel)
+            if not tensor:
+                lowest, highest = np.where(distinct, np.minimum(lowest, value), lowest), \
+                    np.where(distinct, np.maximum(highest, value), highest)
         values = values.copy()
-        if self.tensor:  # m (sum of pseudo-inverses)^+: for SPD tensors the matrix harmonic mean
-            inverses = np.where(np.isnan(cells), 0.0, np.linalg.pinv(np.nan_to_num(cells)))
-            values[rows] = count[:, None, None] * np.linalg.pinv(inverses.sum(axis=0))
-            values[rows] = 0.5 * (values[rows] + values[rows].transpose(0, 2, 1))
-            return values
-        signs = np.nan_to_num(np.sign(cells), nan=0.0)
-        mixed = (signs.max(axis=0) > 0) & (signs.min(axis=0) < 0)
-        with np.errstate(divide="ignore"):
-            reciprocal = np.nansum(1.0 / cells, axis=0)  # inf where a cell's value is 0: the mean is 0
-        harmonic = np.where(np.isinf(reciprocal), 0.0, count / np.where(reciprocal == 0, 1.0, reciprocal))
-        values[rows] = np.where(mixed, np.nansum(cells, axis=0) / count, harmonic)
+        if tensor:
+            values[rows] = count[:, None, None] * parallel
+        else:
+            mixed = (lowest < 0) & (highest > 0)
+            values[rows] = np.where(mixed, total / count, count * parallel)
         return values
 
     def __repr__(self) -> str:
         kind = "multilinear" if self.linear else "piecewise constant"
         bounds = ", ".join(f"{v:g}" for v in np.stack([self.low, self.high], axis=1).reshape(-1))
         return f"GridData({'x'.join(map(str, self.shape))} {kind}, bounds ({bounds}), source={self.source!r})"
+
+
+def _parallel_sum(a: np.ndarray, b: np.ndarray, tensor: bool) -> np.ndarray:
+    """A : B = A (A + B)⁺ B per point (scalars: ab / (a + b), 0 where a + b is 0), symmetrised for tensors."""
+    if not tensor:
+        s = a + b
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(s == 0, 0.0, a * b / np.where(s == 0, 1.0, s))
+    p = a @ np.linalg.pinv(a + b, hermitian=True) @ b
+    return 0.5 * (p + p.transpose(0, 2, 1))
 
 
 def load_array(path: str | os.PathLike, source: str) -> np.ndarray:

@@ -73,14 +73,18 @@ def _complex_call(problem, name: str, x, u, grad_u, xp, wrt: str, k: int = 0, wh
     if value.dtype.kind == "c":
         # an analytic real function's imaginary part is h f'(u), round-off beside its value: more is a value
         # that is complex at real arguments (a logarithm or a root of a negative number), NaN in real arithmetic
-        complex_valued = xp.abs(value.imag) > COMPLEX_VALUED * (1 + xp.abs(value.real))
-        if bool(xp.any(complex_valued)):
-            i = int(xp.argmax(complex_valued))
-            at = float(u.real.reshape(-1)[i]) if wrt == "u" else None
-            raise ProblemError(
-                f"problem {problem.name!r}: {name} is not real at {int(complex_valued.sum())} of {value.size} points "
-                f"(e.g. {value.reshape(-1)[i]:.6g}" + (f" at u = {at:.6g}" if at is not None else "") + "): a "
-                "logarithm or root of a negative number?")
+        if bool(xp.any(_complex_valued(value, xp))):  # then at the real arguments themselves: complex there?
+            plain = xp.asarray(problem._call(name, x, u=u.real + 0j, grad_u=grad_u.real + 0j, where=where))
+            bad = _complex_valued(plain, xp) if plain.dtype.kind == "c" else xp.zeros(plain.shape, dtype=bool)
+            bad = bad.reshape(len(bad), -1).any(axis=1) if bad.ndim > 1 else bad  # per point (tensors: any entry)
+            if bool(xp.any(bad)):
+                flat = plain.reshape(len(plain), -1)
+                i = int(xp.argmax(bad))
+                first = complex(flat[i, int(xp.argmax(_complex_valued(flat[i], xp)))])
+                raise ProblemError(
+                    f"problem {problem.name!r}: {name} is not real at {int(bad.sum())} of {len(bad)} points (e.g. "
+                    f"{first:.6g} at u = {float(u.real.reshape(-1)[i]):.6g}): a logarithm or root of a negative "
+                    "number?")
         return value.real, value.imag / h
     # real values: either the callable does not depend on this argument, or it dropped the imaginary part
     u_real, g_real = u.real, grad_u.real
@@ -96,6 +100,12 @@ def _complex_call(problem, name: str, x, u, grad_u, xp, wrt: str, k: int = 0, wh
             f"problem {problem.name!r}: {name} returned real values for a complex {wrt}: its derivative cannot be "
             f"taken by the complex step (abs, a cast to float, ...); give it as {derivative}")
     return value, xp.zeros_like(value)
+
+
+def _complex_valued(value, xp):
+    """Where ``value``'s imaginary part is more than round-off beside its real part (an analytic real
+    function's, at a step of h, is h f' there)."""
+    return xp.abs(value.imag) > COMPLEX_VALUED * (1 + xp.abs(value.real))
 
 
 def _checked_like(problem, name: str, value, x, shape: tuple, xp, dtype):

@@ -48,7 +48,12 @@ class Polynomial:
         monomials = xp.ones((n, len(self.coeff)))
         for k in range(self.dim):  # d factors of every monomial
             monomials *= powers[:, k, xp.asarray(self.exponents[:, k])]
-        return monomials @ xp.asarray(self.coeff)
+        # summed term by term, the same at each point however many points come at once (a matrix-vector
+        # product's summation order depends on the batch: the ranks' loads would differ in the last bits)
+        out = xp.zeros(n)
+        for k, c in enumerate(self.coeff.tolist()):
+            out += c * monomials[:, k]
+        return out
 
     def derivative(self, k: int) -> "Polynomial":
         """d p / d x_k."""

@@ -294,7 +294,8 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         from ..nonlinear import NonlinearOptions
 
         if assembler is not None:
-            raise OptionError("a nonlinear space-time problem is marched on one process (no MPI ranks yet)")
+            raise OptionError("a nonlinear space-time problem runs on one process only, not yet on MPI ranks: "
+                              "run it without mpiexec")
         nonlinear = nonlinear or NonlinearOptions(linear_solver=method)
         autonomous, coefficients_free_of_t = False, False  # every slab's system is its own
         iterations_per_slab: list[int] = []
