@@ -622,3 +622,26 @@ def test_every_failure_has_its_exit_code_and_wording():
     assert failure_line(*describe(MemoryError())) == \
         "polydg.assemble: error: out of memory (lower --memory-budget or the problem size)"
     assert failure_line("interrupt", 130, "rank 1: SIGINT") == "polydg.assemble: interrupted (rank 1: SIGINT)"
+
+
+AT_ABORT = """
+import os, sys
+from mpi4py import MPI
+from polydg.distributed.watch import RankWatch
+watch = RankWatch(MPI.COMM_WORLD)
+watch.at_abort(lambda: 1 / 0)  # a failing cleanup does not stop the next
+watch.at_abort(lambda: os.rmdir(sys.argv[1]))
+watch.finish("polydg.assemble: error: the job's line", 3)
+"""
+
+
+def test_a_job_ended_by_the_watch_removes_what_the_main_thread_cannot(tmp_path):
+    # a --timeout while rank 0 waits inside MPI (its staging folder of a march's slabs): the watch's thread
+    # ends the job, calling the cleanups registered with at_abort first
+    pytest.importorskip("mpi4py")
+    (tmp_path / "staging").mkdir()
+    (tmp_path / "at_abort.py").write_text(AT_ABORT)
+    run = subprocess.run([sys.executable, str(tmp_path / "at_abort.py"), str(tmp_path / "staging")],
+                         capture_output=True, text=True, timeout=60, env=environment(), cwd=ROOT)
+    assert run.returncode == 3 and run.stderr.strip() == "polydg.assemble: error: the job's line", run.stderr
+    assert not (tmp_path / "staging").exists()

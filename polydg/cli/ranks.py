@@ -164,6 +164,8 @@ def _write_rank_rows(args, comm, result, summary: dict | None, tell) -> None:
         with collective_phase(comm):
             if root:
                 staging = target.stage()
+                if getattr(comm, "watch", None) is not None:  # a job ended while rank 0 waits inside MPI
+                    comm.watch.at_abort(lambda: target.discard(target.staging))
         staging = comm.bcast(staging, root=0)
         with collective_phase(comm):
             rank_rows_writer(result)(staging / f"rows-rank{comm.Get_rank()}.npz")

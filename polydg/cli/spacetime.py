@@ -112,6 +112,9 @@ def run_space_time(args: argparse.Namespace, opts: RunOptions, problem: Problem,
     # with the rest at the end, removed if the run stops before
     target = OutputDirectory(args.output) if args.output else None
     series = SlabSeries(target.stage()) if target is not None else None
+    watch = getattr(getattr(assembler, "comm", None), "watch", None)  # on ranks: a job ended while rank 0
+    if watch is not None and target is not None:  # waits inside MPI removes the staging folder too
+        watch.at_abort(lambda: target.discard(target.staging))
     try:
         with activity(say, f"marching over {int(args.time_slabs)} slabs"):  # the slabs' lines print above it
             result = march(mesh, problem, degree, n_slabs=int(args.time_slabs), final_time=final_time,

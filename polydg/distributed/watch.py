@@ -106,6 +106,7 @@ class RankWatch:
         self._pipe: tuple[int, int] | None = None
         self._old_wakeup = -1
         self._stderr: int | None = None  # the job's stderr, whoever holds fd 2 when the line is printed
+        self._at_abort: list[Callable[[], None]] = []  # what to remove before the job is ended (at_abort)
 
     # ------------------------------------------------------------ life
     def start(self) -> RankWatch:
@@ -211,14 +212,25 @@ class RankWatch:
                 os.write(self._stderr, (line + "\n").encode(errors="replace"))
         return True
 
+    def at_abort(self, cleanup: Callable[[], None]) -> None:
+        """Call ``cleanup`` before this process ends the job (:meth:`finish`): what a main thread blocked
+        inside MPI cannot unwind itself, e.g. an output's staging folder.  Best effort: its errors pass."""
+        self._at_abort.append(cleanup)
+
     def finish(self, line: str, code: int) -> NoReturn:
-        """Print ``line`` (once per process) and end every rank with ``code``."""
+        """Print ``line`` (once per process), call the :meth:`at_abort` cleanups and end every rank with
+        ``code``."""
         deadline = time.monotonic() + 30
         while self._critical and threading.current_thread() is not threading.main_thread() \
                 and time.monotonic() < deadline:
             time.sleep(0.01)
         if self.announce(line) and self.size > 1:
             time.sleep(FORWARD_SECONDS)  # mpiexec forwards the line before the abort ends its forwarding
+        for cleanup in self._at_abort:
+            try:
+                cleanup()
+            except Exception:  # the job ends anyway; its line is printed
+                pass
         self._finished.set()
         abort(self.comm, code)
         os._exit(code)  # not reached: MPI_Abort ends the process
