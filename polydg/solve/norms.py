@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..problem.contract import reads_location
 from ..problem.data import PointLocation
 from .system import SolverError
 
@@ -184,7 +185,7 @@ def _diffusion(problem: Any, x: np.ndarray, u: np.ndarray, elements: np.ndarray,
     """A at the points for the DG norm: a diffusion of the iterate at the exact solution ``u`` (and its
     gradient), one that reads where its points lie at ``elements`` and fine ``cells`` (None: not known)."""
     where = None
-    if problem.located:
+    if reads_location(problem.diffusion):
         where = PointLocation(element=elements, cell=np.full(len(elements), -1, dtype=np.int64) if cells is None
                               else cells)
     grad_u = problem.exact_gradient_at(x) if problem.nonlinear else None
@@ -262,7 +263,7 @@ def errors(space: Any, problem: Any, solution: np.ndarray, *, penalty_values: np
                 u = problem.exact_at(x)
                 nAn = np.broadcast_to(_normal_diffusion(_diffusion(problem, x, u, e1, _face_cells(mesh, f, 0, nq)),
                                                         normal), jump.shape)
-                if interior and problem.located:  # the diffusion on the other side too: a_F the larger
+                if interior and reads_location(problem.diffusion):  # the other side's too: a_F the larger
                     other = _diffusion(problem, x, u, e2, _face_cells(mesh, f, 1, nq))
                     nAn = np.maximum(nAn, _normal_diffusion(other, normal))
                 if penalty_values is not None:
