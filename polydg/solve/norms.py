@@ -180,15 +180,20 @@ def _normal_diffusion(A: np.ndarray, normal: np.ndarray) -> np.ndarray:
     return _quadratic_form(normal, A)
 
 
-def _diffusion(problem: Any, x: np.ndarray, u: np.ndarray, elements: np.ndarray,
-               cells: np.ndarray | None) -> np.ndarray:
-    """A at the points for the DG norm: a diffusion of the iterate at the exact solution ``u`` (and its
-    gradient), one that reads where its points lie at ``elements`` and fine ``cells`` (None: not known)."""
+def _diffusion(problem: Any, x: np.ndarray, elements: np.ndarray, cells: np.ndarray | None, u: Any = None,
+               grad_u: Any = None) -> np.ndarray:
+    """A at the points for the DG norm: a diffusion of the iterate at the exact solution (``u``, ``grad_u``
+    where the caller has them, else evaluated if the diffusion names them), one that reads where its points
+    lie at ``elements`` and fine ``cells`` (None: not known)."""
     where = None
     if reads_location(problem.diffusion):
         where = PointLocation(element=elements, cell=np.full(len(elements), -1, dtype=np.int64) if cells is None
                               else cells)
-    grad_u = problem.exact_gradient_at(x) if problem.nonlinear else None
+    named = problem.iterate_arguments("diffusion")
+    if "u" in named and u is None:
+        u = problem.exact_at(x)
+    if "grad_u" in named and grad_u is None:
+        grad_u = problem.exact_gradient_at(x)
     return problem.diffusion_at(x, u=u, grad_u=grad_u, where=where)
 
 
@@ -236,10 +241,11 @@ def errors(space: Any, problem: Any, solution: np.ndarray, *, penalty_values: np
         e = u - uh
         l2 += float(weight @ e**2)
         if with_gradient:
-            ge = problem.exact_gradient_at(x) - guh
+            gu = problem.exact_gradient_at(x)
+            ge = gu - guh
             h1 += float(weight @ np.einsum("nd,nd->n", ge, ge))
             cells = None if mesh.simplex_cell is None else np.repeat(mesh.simplex_cell[s], nq)
-            energy += float(weight @ _quadratic_form(ge, _diffusion(problem, x, u, elements, cells)))
+            energy += float(weight @ _quadratic_form(ge, _diffusion(problem, x, elements, cells, u, gu)))
 
     # --- face terms ----------------------------------------------------------
     if with_gradient:
@@ -258,13 +264,14 @@ def errors(space: Any, problem: Any, solution: np.ndarray, *, penalty_values: np
                     e2 = np.repeat(mesh.face_elements[f, 1], nq)
                     u2, _ = _values(space, solution, x, e2, p, False)
                     jump = u1 - u2
+                    u = problem.exact_at(x) if "u" in problem.iterate_arguments("diffusion") else None
                 else:
-                    jump = problem.exact_at(x) - u1
-                u = problem.exact_at(x)
-                nAn = np.broadcast_to(_normal_diffusion(_diffusion(problem, x, u, e1, _face_cells(mesh, f, 0, nq)),
+                    u = problem.exact_at(x)
+                    jump = u - u1
+                nAn = np.broadcast_to(_normal_diffusion(_diffusion(problem, x, e1, _face_cells(mesh, f, 0, nq), u),
                                                         normal), jump.shape)
                 if interior and reads_location(problem.diffusion):  # the other side's too: a_F the larger
-                    other = _diffusion(problem, x, u, e2, _face_cells(mesh, f, 1, nq))
+                    other = _diffusion(problem, x, e2, _face_cells(mesh, f, 1, nq), u)
                     nAn = np.maximum(nAn, _normal_diffusion(other, normal))
                 if penalty_values is not None:
                     sigma = np.repeat(penalty_values[f], nq)
