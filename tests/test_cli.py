@@ -101,7 +101,11 @@ def test_options(options, tmp_path):
              "--memory-budget": "memory_budget_mb", "--approach": "approach", "--precision": "precision",
              "--backend": "backend"}.get(flag)
     if field is not None:
-        expected = "numpy" if flag == "--backend" else type(s["assembly_options"][field])(value)  # auto: no GPU
+        if flag == "--backend":  # auto: cupy where a GPU is usable, else numpy
+            from polydg.backend import resolve_backend
+            expected = resolve_backend("auto")
+        else:
+            expected = type(s["assembly_options"][field])(value)
         assert s["assembly_options"][field] == expected, s["assembly_options"]
     if flag == "--approach":
         assert s["approach"] == value

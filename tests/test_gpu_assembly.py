@@ -365,12 +365,12 @@ def test_a_pq_slab_on_the_device_matches_the_cpu(simulated, approach):
     assert _rel(simulated[f"slab-pq/{approach}/rhs"], cpu.rhs) <= 1e-13
 
 
-def test_the_default_approach_on_the_device_is_rows_or_ordered_by_the_mesh(simulated):
+def test_the_default_approach_on_the_device_is_rows_or_blocks_by_the_mesh(simulated):
     """Approach "auto" on a GPU: the row kernels where elements have few sub-simplices (bitwise the rows
-    variant), the ordered sums on a coarse agglomerated mesh; both the CPU's matrix to 1e-13."""
+    variant), a thread block per element on a coarse agglomerated mesh; both the CPU's matrix to 1e-13."""
     assert str(simulated["auto/2d-all-kinds/approach"]) == "2"
     assert np.array_equal(simulated["auto/2d-all-kinds/data"], simulated["2d-all-kinds/rows/data"])
-    assert str(simulated["auto/2d-coarse/approach"]) == "ordered"
+    assert str(simulated["auto/2d-coarse/approach"]) == "blocks"
     for name in AUTO_CASES:
         space, problem = auto_setup(name)
         cpu = assemble(space, problem, backend="numpy")

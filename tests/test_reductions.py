@@ -165,7 +165,8 @@ def test_the_ordered_sums_scratch_is_made_room_for_in_the_chunks_and_the_estimat
 
 def test_approach_auto_chooses_the_deterministic_reduction_of_the_mesh_and_device():
     """The default, "auto": the row kernels on the CPU, and on a GPU the row kernels for meshes of few
-    sub-simplices per element and the ordered sums for agglomerated ones (the measured choice, choice.py);
+    sub-simplices per element and small bases, a thread block per element ("blocks") for agglomerated ones and
+    for bases of 20 functions or more (the measured choice, choice.py);
     the assembly reports the approach that ran, and plans, chunks and estimates for it."""
     from polydg.assembly.memory import assembly_estimate
     from polydg.assembly.reductions.choice import ROWS_UP_TO, chosen_approach
@@ -175,17 +176,19 @@ def test_approach_auto_chooses_the_deterministic_reduction_of_the_mesh_and_devic
     agglomerated, simplices = _space(), DGSpace(build_polytopic_mesh(unit_square(6)), 1)
     assert agglomerated.mesh.n_simplices > ROWS_UP_TO * agglomerated.mesh.n_elements
     gpu = AssemblyOptions(backend="cupy")  # not resolved: this machine need not have a GPU
-    assert gpu.for_space(agglomerated).approach == "ordered" and gpu.for_space(simplices).approach == "2"
+    assert gpu.for_space(agglomerated).approach == "blocks" and gpu.for_space(simplices).approach == "2"
+    assert gpu.for_space(DGSpace(simplices.mesh, 5)).approach == "blocks"  # 21 functions: 2D p = 5
+    assert gpu.for_space(DGSpace(simplices.mesh, 4)).approach == "2"  # 15
     assert AssemblyOptions(backend="numpy").for_space(agglomerated).approach == "2"  # the CPU's
     for name in REDUCTIONS:  # a named approach is kept, wherever it runs
         assert AssemblyOptions(approach=name).for_space(agglomerated).approach == name
         assert chosen_approach(name, agglomerated, "cupy") == name
     with pytest.raises(OptionError, match='approach "auto" is chosen for a space'):
         AssemblyOptions().reduction
-    # the estimate of a GPU assembly counts the scratch of the reduction "auto" runs there
+    # the estimate of a GPU assembly counts the scratch of the reduction "auto" runs there (blocks: none)
     assert assembly_estimate(agglomerated, gpu).chunk == assembly_estimate(
-        agglomerated, gpu.replace(approach="ordered")).chunk > assembly_estimate(
-        agglomerated, gpu.replace(approach="2")).chunk
+        agglomerated, gpu.replace(approach="blocks")).chunk < assembly_estimate(
+        agglomerated, gpu.replace(approach="ordered")).chunk
     result = assemble(agglomerated, builtin_problem("poisson", 2), backend="numpy")
     assert result.info["approach"] == "2" and result.info["options"]["approach"] == "auto"
     rows = assemble(agglomerated, builtin_problem("poisson", 2), approach="2", backend="numpy")

@@ -729,8 +729,11 @@ def test_each_slab_fingerprints_its_coefficients_once(space_mesh, monkeypatch):
     monkeypatch.setattr(CoefficientFingerprint, "__call__",
                         lambda self, space, slab: (calls.append(slab), fingerprint(self, space, slab))[-1])
     kept = march(space_mesh, problem, 1, n_slabs=4, final_time=0.4)
-    assert kept.info["assembled_per_slab"] == ["matrix+load", "load", "matrix+load", "load"]
-    assert len(calls) == 4 and len({id(slab) for slab in calls}) == 4
+    if TEST_BACKEND != "numpy":  # a GPU march fingerprints no callable (march._KeptMatrix): it assembles again
+        assert kept.info["assembled_per_slab"] == ["matrix+load"] * 4 and calls == []
+    else:
+        assert kept.info["assembled_per_slab"] == ["matrix+load", "load", "matrix+load", "load"]
+        assert len(calls) == 4 and len({id(slab) for slab in calls}) == 4
     np.testing.assert_allclose(kept.solution, every.solution, rtol=0, atol=1e-12 * np.abs(every.solution).max())
 
 

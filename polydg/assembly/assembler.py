@@ -17,7 +17,7 @@ at a time (the GPU's form; all three are tested against one another).
 
 The reductions (``reductions/``, one registered module each) give the same
 matrix up to round-off; the default, ``"auto"``, chooses ``"2"`` on the CPU
-and ``"2"`` or ``"ordered"`` on a GPU (``reductions/choice.py``):
+and ``"2"`` or ``"blocks"`` on a GPU (``reductions/choice.py``):
 
 * ``"2"``: row kernels write each block once, in a fixed order;
   bitwise reproducible for any chunk size and thread count.

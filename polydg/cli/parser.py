@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     # layer; tests/test_reductions.py checks that they agree
     a.add_argument("--approach", default="auto", choices=("auto", "2", "atomic", "1", "ordered", "blocks"),
                    help="auto (default): the reproducible reduction for the mesh and device (2, or on a GPU "
-                        "ordered for agglomerated meshes); 2: reproducible row kernels; atomic: scatter-add; 1: "
+                        "blocks for agglomerated meshes and large bases); 2: reproducible row kernels; atomic: scatter-add; 1: "
                         "COO baseline; ordered: on a GPU, entity blocks summed per element in a fixed order "
                         "(reproducible); blocks: on a GPU, a thread block per element, a thread per entry of its "
                         "rows (reproducible)")
