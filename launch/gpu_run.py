@@ -988,13 +988,17 @@ def bench_one(space, problem, backend: str, repeat: int, peak, bandwidth,
         previous = first.matrix.data.copy() if approach != "atomic" else None
         del first
         free_device_memory(backend)
-        runs, result = [], None
+        runs, sent, result = [], [], None
         for _ in range(repeat):
             result = None
             result = assemble(space, problem, backend=backend, approach=approach, workspace=workspace,
                               **(options or {}))
             runs.append(result.info["timings"])
+            sent.append(result.info.get("to_device") or {"bytes": 0, "seconds": 0.0})
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        # the host-to-device copies, within the stages above (their seconds include waits for queued work)
+        med["to_device_bytes"] = int(statistics.median(c["bytes"] for c in sent))
+        med["to_device_seconds"] = statistics.median(c["seconds"] for c in sent)
         if previous is not None:
             xp = bk.array_namespace(result.matrix.data)
             med["bitwise_repeatable"] = bool(xp.array_equal(previous, result.matrix.data))
@@ -1089,6 +1093,7 @@ def stage_bench(stage: Stage) -> None:
                     r.get("gpu-atomic", {}).get("total_assembly"), "gpu_ordered_total":
                     r.get("gpu-ordered", {}).get("total_assembly"), "gpu_blocks_total":
                     r.get("gpu-blocks", {}).get("total_assembly"), "to_host": g["to_host"],
+                    "to_device_mib": g.get("to_device_bytes", 0) / 2**20, "to_device": g.get("to_device_seconds"),
                     "kernels": g["total_kernels"]}
             # the deterministic reductions timed here, fastest first: whether "auto" chose the fastest of them
             timed = sorted((r[f"gpu-{a}"]["total_assembly"], a) for a in ("2", "ordered", "blocks")
@@ -1164,6 +1169,8 @@ def stage_bench(stage: Stage) -> None:
         say(f"bench {label}: " + (f"{row['dofs']:,} dofs, " + ", ".join(
             f"{BENCH_NAMES[a]} {m.get('total_assembly', float('nan')):.4f} s" for a, m in measured.items())
             + f", to host {next(iter(measured.values())).get('to_host', float('nan')):.4f} s"
+            + f", to device {next(iter(measured.values())).get('to_device_bytes', 0) / 2**20:.0f} MiB in "
+            f"{next(iter(measured.values())).get('to_device_seconds', float('nan')):.4f} s"
             if measured else str(row.get("error"))))
         summarise()
         free_device_memory(backend)

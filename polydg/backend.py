@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
+import time
+from contextlib import contextmanager
 from collections.abc import MutableMapping
 from functools import lru_cache
 
@@ -271,14 +274,55 @@ def numpy_aliases_for_numba_cuda() -> None:
         np.row_stack = np.vstack
 
 
+class TransferCount:
+    """The copies of host arrays to the device made while counted (:func:`counting_transfers`): how many, their
+    bytes (as they left the host) and the host's seconds in them.  A copy from pageable host memory first
+    waits for the device work queued before it, so the seconds are an upper bound of the copies' own time."""
+
+    __slots__ = ("copies", "bytes", "seconds")
+
+    def __init__(self) -> None:
+        self.copies, self.bytes, self.seconds = 0, 0, 0.0
+
+    def as_dict(self) -> dict:
+        return {"copies": self.copies, "bytes": self.bytes, "seconds": self.seconds}
+
+
+_counting = threading.local()
+
+
+@contextmanager
+def counting_transfers():
+    """Count the host-to-device copies made through :func:`contiguous` in this thread (nested counts each see
+    them all); yields a :class:`TransferCount`."""
+    count = TransferCount()
+    stack = _counting.__dict__.setdefault("stack", [])
+    stack.append(count)
+    try:
+        yield count
+    finally:
+        stack.remove(count)
+
+
 def contiguous(xp, a, dtype=None):
     """``a`` as a C-contiguous array of the array module ``xp`` (NumPy or CuPy), of ``dtype`` when given; a host
-    array is copied to the device for CuPy, whose ``ascontiguousarray`` (from CuPy 14) takes device arrays only.
+    array is copied to the device for CuPy (counted: :func:`counting_transfers`), whose
+    ``ascontiguousarray`` (from CuPy 14) takes device arrays only.
 
     >>> contiguous(np, np.arange(6.0).reshape(2, 3).T, np.float32).flags.c_contiguous
     True
     """
-    return xp.ascontiguousarray(xp.asarray(a, dtype=dtype))
+    stack = getattr(_counting, "stack", None)
+    if xp is np or not stack or not isinstance(a, (np.ndarray, np.generic)):
+        return xp.ascontiguousarray(xp.asarray(a, dtype=dtype))
+    start = time.perf_counter()
+    out = xp.ascontiguousarray(xp.asarray(a, dtype=dtype))
+    seconds = time.perf_counter() - start
+    for count in stack:
+        count.copies += 1
+        count.bytes += int(a.nbytes)
+        count.seconds += seconds
+    return out
 
 
 def to_device(a, backend: str):
@@ -360,7 +404,7 @@ def _cupy_segment_sums(values, offsets):
     n = len(offsets) - 1
     width = int(np.prod(values.shape[1:])) if values.ndim > 1 else 1
     out = cupy.empty((n,) + values.shape[1:], dtype=values.dtype)
-    _segment_sum_kernel()(values.reshape(-1), cupy.asarray(offsets, dtype=cupy.int64), width,
+    _segment_sum_kernel()(values.reshape(-1), contiguous(cupy, offsets, np.int64), width,
                           out.reshape(-1), size=n * width)
     return out
 

@@ -69,6 +69,7 @@ def summary_dict(*, mesh, space, result, options: dict, timings: dict, errors: d
         "penalty": result.info["penalty"],
         "quadrature_extra": result.info["quadrature_extra"],
         "assembly_options": result.info.get("options"),
+        "to_device": result.info.get("to_device"),  # host-to-device copies: copies, bytes, seconds (in the stages)
         "quadrature_simplices": options.get("quadrature_simplices", "fine"),
         "memory_budget_mb": options.get("memory_budget"),
         "repeat": options.get("repeat", 1),
@@ -110,6 +111,10 @@ def format_table(summary: dict) -> str:
         lines.append(f"{label:22}{t[key]:12.4f}{t[key] * per:12.4f}")
     if "solver" in summary:
         lines.append(f"{'solve':22}{t['solve']:12.4f}{t['solve'] * per:12.4f}   ({summary['solver'].get('solver')})")
+    sent = summary.get("to_device") or {}
+    if sent.get("copies"):
+        lines.append(f"{'  to the device':22}{sent['seconds']:12.4f}{sent['seconds'] * per:12.4f}   "
+                     f"({sent['copies']} copies, {sent['bytes'] / 2**20:.1f} MiB, within the rows above)")
     lines.append(f"{'(JIT, apart)':22}{summary['jit_seconds']:12.4f}")
     if summary.get("repeat", 1) > 1:
         lines.append(f"timings are medians of {summary['repeat']} assemblies")

@@ -504,8 +504,53 @@ def test_numpy_primitives():
     assert bk.free_memory_bytes("numpy") > 0
 
 
+def test_host_to_device_copies_are_counted_where_they_cross():
+    """``backend.contiguous`` counts a host array sent to a device module (here a stand-in for CuPy) in every
+    open count, and nothing for NumPy or outside a count; an assembly reports its copies (none on the CPU)."""
+    from types import SimpleNamespace
+
+    device = SimpleNamespace(asarray=np.asarray, ascontiguousarray=np.ascontiguousarray)  # not NumPy itself
+    bk.contiguous(device, np.zeros(8))  # no count open: nothing to count into
+    with bk.counting_transfers() as outer:
+        bk.contiguous(device, np.arange(10, dtype=np.int32), np.int64)  # the host's 40 bytes cross
+        with bk.counting_transfers() as inner:
+            bk.contiguous(device, np.zeros((3, 4)))
+            bk.contiguous(np, np.zeros(100))  # stays on the host
+    bk.contiguous(device, np.zeros(8))  # closed
+    assert (outer.copies, outer.bytes) == (2, 40 + 96) and (inner.copies, inner.bytes) == (1, 96)
+    assert outer.seconds >= inner.seconds >= 0.0
+    result = assemble(_cpu_space(), _poisson(), backend="numpy")
+    assert result.info["to_device"] == {"copies": 0, "bytes": 0, "seconds": 0.0}
+
+
+def _cpu_space():
+    from polydg.mesh import build_polytopic_mesh, unit_square
+    from polydg.space import DGSpace
+
+    return DGSpace(build_polytopic_mesh(unit_square(4)), 1)
+
+
+def _poisson():
+    from polydg.problem import builtin_problem
+
+    return builtin_problem("poisson", 2)
+
+
 # ---------------------------------------------------------------------------
 # CuPy-only: run where a GPU is present, skipped (with the reason) elsewhere
+
+
+@needs_gpu
+def test_a_device_assembly_reports_its_copies_to_the_device():
+    """A fresh assembly sends the mesh's tables and the plan's; a kept plan's later assembly sends less."""
+    from polydg.assembly import Assembler
+
+    space = _cpu_space()
+    assembler = Assembler(space, backend="cupy")
+    first, later = assembler.assemble(_poisson()), assembler.assemble(_poisson())
+    sent, again = first.info["to_device"], later.info["to_device"]
+    assert sent["bytes"] >= space.mesh.points.nbytes + space.mesh.simplices.nbytes and sent["copies"] > 0
+    assert again["bytes"] < sent["bytes"]
 
 
 @needs_gpu

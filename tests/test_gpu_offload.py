@@ -110,6 +110,10 @@ def test_the_report_names_each_ranks_device():
     except KeyError as missing:  # a timing row this test does not know: add it
         pytest.fail(f"format_table needs {missing}")
     assert "devices: rank 0 GPU 0: H100; rank 1 GPU 1: H100" in text
+    assert "to the device" not in text  # no copies counted: no row
+    summary["to_device"] = {"copies": 12, "bytes": 3 * 2**20, "seconds": 0.002}
+    assert "to the device" in (row := next(x for x in format_table(summary).splitlines() if "to the device" in x))
+    assert "0.0020" in row and "12 copies, 3.0 MiB" in row
 
 
 # ---------------------------------------------------------------------------

@@ -281,19 +281,20 @@ class Assembler:
         jit_before_start = timer.t["jit"]
         t_all = time.perf_counter()
 
-        layout = self.layout(matrix, timer)
-        sigma64 = self._face_penalty(problem, scope, timer)
-        plan = layout.for_problem(problem, sigma64, matrix=matrix)
-        kept = None if on_device else self._kept_points(layout)
-        points = "recomputed" if kept is None else "kept"  # on a device: mapped there per chunk, tables kept
-        coefficients = Coefficients(problem, d, plan.dtype, thread_count(), workspace)
-        # the same plan, the executor of the approach's reduction for the backend; matrix None for the load alone
-        matrix, rhs = self._reduction.execute(plan, run.backend, coefficients, workspace, timer, progress, run.to_host,
-                                              kept_points=kept,
-                                              device_tables=self._device_tables.setdefault(id(layout), {}))
+        with bk.counting_transfers() as sent:  # the host-to-device copies, inside the stages; reported apart
+            layout = self.layout(matrix, timer)
+            sigma64 = self._face_penalty(problem, scope, timer)
+            plan = layout.for_problem(problem, sigma64, matrix=matrix)
+            kept = None if on_device else self._kept_points(layout)
+            points = "recomputed" if kept is None else "kept"  # on a device: mapped there per chunk, tables kept
+            coefficients = Coefficients(problem, d, plan.dtype, thread_count(), workspace)
+            # the same plan, the executor of the approach's reduction for the backend; matrix None for the load alone
+            matrix, rhs = self._reduction.execute(plan, run.backend, coefficients, workspace, timer, progress,
+                                                  run.to_host, kept_points=kept,
+                                                  device_tables=self._device_tables.setdefault(id(layout), {}))
 
-        if timer.sync is not None:  # the total ends when the device's last queued work has run
-            timer.sync()
+            if timer.sync is not None:  # the total ends when the device's last queued work has run
+                timer.sync()
         tt = timer.t
         tt["total_kernels"] = tt["element_kernel"] + tt["interior_kernel"] + tt["boundary_kernel"] + tt["inflow_kernel"]
         tt["total_assembly"] = time.perf_counter() - t_all - (tt["jit"] - jit_before_start)
@@ -309,6 +310,7 @@ class Assembler:
             "chunks": len(plan.chunks),
             "options": options.as_dict(),
             "plan": {"made": made, "points": points, "points_bytes": 0 if kept is None else kept.nbytes},
+            "to_device": sent.as_dict(),  # counted within the stages' timings, not beside them
             "timings": dict(tt),
         }
         check_finite_result(space, problem, run, plan.face_penalty, matrix, rhs, elements)  # finite or refused

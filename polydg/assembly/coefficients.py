@@ -189,7 +189,7 @@ class DeviceCoefficients:
             from ..backend import to_host
 
             value = evaluate(to_host(x), *(to_host(e) for e in extra), xp=np)
-            return xp.asarray(np.ascontiguousarray(value, dtype=self.dtype if value.dtype != bool else np.int8))
+            return contiguous(xp, np.asarray(value), self.dtype if value.dtype != bool else np.int8)
         value = evaluate(x, *extra, xp=xp)
         return contiguous(xp, value, dtype=self.dtype if value.dtype != bool else np.int8)
 
@@ -200,8 +200,8 @@ class DeviceCoefficients:
         if self._runs_on_host(name, x):
             from ..backend import to_host
 
-            return self.xp.asarray(np.asarray(f(to_host(x)), dtype=np.float64))
-        return self.xp.asarray(f(x), dtype=np.float64)
+            return contiguous(self.xp, np.asarray(f(to_host(x))), np.float64)
+        return contiguous(self.xp, f(x), np.float64)
 
     def _zero(self, *shape):
         return self.xp.zeros((1,) + shape, dtype=self.dtype)

@@ -304,7 +304,7 @@ class DeviceExecutor:
         """Start a linearisation at the iterate ``u`` (copied to the device): new values (zeroed) and load."""
         xp, pattern = self.xp, self.plan.pattern
         self.timer, self.want = timer, want_jacobian
-        self.u = xp.asarray(np.ascontiguousarray(bk.to_host(u), dtype=np.float64))
+        self.u = contiguous(xp, np.asarray(bk.to_host(u)), np.float64)
         self.data = xp.zeros(pattern.nnz if want_jacobian else 0, dtype=np.float64)
         self.rhs = xp.zeros(pattern.n_rows, dtype=np.float64)
         self.views = self._tables(self.u, self.data, self.rhs)  # a new cache: the last iterate's arrays go
@@ -320,7 +320,7 @@ class DeviceExecutor:
         if bk.array_namespace(a) is not np:
             return a
         a = np.ascontiguousarray(a)
-        return self.xp.asarray(a.astype(np.int64, copy=False) if a.dtype.kind in "iub" else a)
+        return contiguous(self.xp, a.astype(np.int64, copy=False) if a.dtype.kind in "iub" else a)
 
     def synchronize(self) -> None:
         if self.backend == "cupy":
@@ -364,7 +364,7 @@ class DeviceExecutor:
     def per_point(self, values: np.ndarray, batch: PointBatch, name: str = ""):
         counts = np.diff(batch.offsets)
         owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
-        return self.xp.asarray(np.ascontiguousarray(values))[self.xp.asarray(owner)]
+        return contiguous(self.xp, np.asarray(values))[contiguous(self.xp, owner)]
 
     def gather_bound(self, a, batch: PointBatch, elements: np.ndarray, a_bound: np.ndarray) -> None:
         a = bk.to_host(a)

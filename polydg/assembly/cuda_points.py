@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 from numba import config, cuda
 
+from ..backend import contiguous
 from ..quadrature import simplex_rule
 from .cuda_kernels import THREADS
 from .points import PointBatch, point_offsets
@@ -75,17 +76,17 @@ def device_simplex_points(xp, run: Callable, points, cells, measures, n: int, de
     offsets, qs = point_offsets(n, k, degrees)
     n_points = int(offsets[-1])
     x, weight = xp.empty((n_points, d), dtype=np.float64), xp.empty(n_points, dtype=np.float64)
-    offsets_dev = xp.asarray(offsets)
+    offsets_dev = contiguous(xp, offsets)
     members = xp.empty(0, dtype=np.int64) if members is None else members
     for q in qs:  # the distinct rule degrees
         if (k, int(q)) not in rules:
-            rules[k, int(q)] = tuple(xp.array(a, dtype=np.float64) for a in simplex_rule(k, int(q)))
+            rules[k, int(q)] = tuple(contiguous(xp, np.array(a, dtype=np.float64)) for a in simplex_rule(k, int(q)))
         lam, w = rules[k, int(q)]
         if len(qs) == 1:
             listed, first, count = members, offsets_dev[:-1], n
         else:
             at = np.flatnonzero(degrees == q)
-            at_dev = xp.asarray(at)
+            at_dev = contiguous(xp, at)
             listed = members[at_dev] if members.shape[0] else at_dev + base
             first, count = offsets_dev[at_dev], len(at)
         work = count * len(w)

@@ -25,6 +25,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import backend as bk
 from ..errors import OptionError
 from ..mesh.polytopic import PolytopicMesh
 from .pattern import SparsityPattern
@@ -174,21 +175,21 @@ def device_sparsity_pattern(xp, mesh: PolytopicMesh, dof_offsets: np.ndarray, el
     is written and ``indices`` is empty, as on the host.
     """
     n_el = mesh.n_elements
-    dof_offsets = xp.asarray(np.asarray(dof_offsets, dtype=np.int64))
+    dof_offsets = bk.contiguous(xp, np.asarray(dof_offsets), np.int64)
     element_dofs = dof_offsets[1:] - dof_offsets[:-1]
     every = elements is None or (len(elements) == n_el and (n_el == 0 or int(elements[-1]) == n_el - 1))
     # every element (an increasing array of n_el ids ending at n_el - 1 is 0..n_el - 1): made on the device
-    elements = xp.arange(n_el, dtype=np.int64) if every else xp.asarray(np.asarray(elements, dtype=np.int64))
-    pairs = xp.asarray(np.asarray(mesh.interface_elements, dtype=np.int64))  # one copy; the columns split there
+    elements = xp.arange(n_el, dtype=np.int64) if every else bk.contiguous(xp, np.asarray(elements), np.int64)
+    pairs = bk.contiguous(xp, np.asarray(mesh.interface_elements), np.int64)  # one copy; the columns split there
     a, b = xp.ascontiguousarray(pairs[:, 0]), xp.ascontiguousarray(pairs[:, 1])
     adj_offsets, adj_col, block_start, row_width, diag_entry, interface_entry = adjacency_on(
         xp, n_el, a, b, element_dofs)
     column_first, n_cols = dof_offsets, int(dof_offsets[-1])
     if column_numbering is not None:
         label, first, n_cols = column_numbering
-        column_first = xp.asarray(np.asarray(first, dtype=np.int64))
+        column_first = bk.contiguous(xp, np.asarray(first), np.int64)
         block_start = blocks_by_label_on(xp, adj_offsets, adj_col, element_dofs,
-                                         xp.asarray(np.asarray(label, dtype=np.int64)))
+                                         bk.contiguous(xp, np.asarray(label), np.int64))
 
     # rows of the selected elements, numbered consecutively in their order
     sel_dofs = element_dofs[elements]
