@@ -460,7 +460,7 @@ def task_slab(name: str, backend: str, quick: bool) -> dict:
         rows = r if approach == "2" else rows
     again = assemble(space, problem, backend=backend, approach="2", to_host=True)
     check(checks, "rows bitwise repeatable", np.array_equal(again.matrix.data, rows.matrix.data))
-    default = assemble(space, problem, backend=backend, to_host=True)  # "auto": rows or the ordered sums
+    default = assemble(space, problem, backend=backend, to_host=True)  # "auto": rows or blocks
     check(checks, f"default ({default.info['approach']}): matrix vs CPU", rel_diff(default.matrix.data,
                                                                                  cpu.matrix.data), F64_TOL)
     return {"checks": checks, "dofs": int(space.n_dofs), "basis": space.basis, "dim": space.mesh.dim,
@@ -508,7 +508,7 @@ def mpi_ranks_main(out: str, backend: str, name: str) -> int:
     root = comm.Get_rank() == 0
     space, problem = _mpi_space(name)
     arrays = {}
-    for approach in ("2", "atomic", "ordered"):
+    for approach in ("2", "atomic", "ordered", "blocks"):
         ranks = np.arange(space.mesh.n_elements) % comm.Get_size()  # halo elements between each rank's own
         result = assemble_distributed(space if root else None, problem, comm, ranks=ranks if root else None,
                                       approach=approach, backend=backend)
@@ -525,7 +525,7 @@ def mpi_ranks_main(out: str, backend: str, name: str) -> int:
 
 def task_mpi(name: str, backend: str, quick: bool, work: str, limit: float) -> dict:
     """``mpiexec -n 2`` with both ranks on the one device: the gather equals the one-process device matrix bit
-    for bit (the deterministic rows and ordered sums) and the CPU's to 1e-13 (every GPU reduction)."""
+    for bit (the deterministic rows, ordered sums and blocks) and the CPU's to 1e-13 (every GPU reduction)."""
     from polydg.assembly import assemble
 
     t0 = time.perf_counter()
@@ -545,11 +545,11 @@ def task_mpi(name: str, backend: str, quick: bool, work: str, limit: float) -> d
     got = np.load(out)
     space, problem = _mpi_space(name)
     cpu = assemble(space, problem, backend="numpy")
-    for approach in ("2", "ordered"):
+    for approach in ("2", "ordered", "blocks"):
         one = assemble(space, problem, backend=backend, approach=approach, to_host=True)
         check(checks, f"{approach}: gathered rows equal the one-process device matrix bitwise",
               np.array_equal(got[f"{approach}/data"], one.matrix.data) and np.array_equal(got[f"{approach}/rhs"], one.rhs))
-    for approach in ("2", "atomic", "ordered"):
+    for approach in ("2", "atomic", "ordered", "blocks"):
         check(checks, f"{approach}: gathered pattern equals the CPU's", np.array_equal(got[f"{approach}/indices"],
                                                                                    cpu.matrix.indices))
         check(checks, f"{approach}: gathered matrix vs CPU", rel_diff(got[f"{approach}/data"], cpu.matrix.data), F64_TOL)

@@ -276,7 +276,7 @@ def numpy_aliases_for_numba_cuda() -> None:
 
 class TransferCount:
     """The copies of host arrays to the device made while counted (:func:`counting_transfers`): how many, their
-    bytes (as they left the host) and the host's seconds in them.  A copy from pageable host memory first
+    bytes (as they arrived) and the host's seconds in them.  A copy from pageable host memory first
     waits for the device work queued before it, so the seconds are an upper bound of the copies' own time."""
 
     __slots__ = ("copies", "bytes", "seconds")
@@ -320,7 +320,7 @@ def contiguous(xp, a, dtype=None):
     seconds = time.perf_counter() - start
     for count in stack:
         count.copies += 1
-        count.bytes += int(a.nbytes)
+        count.bytes += int(out.nbytes)
         count.seconds += seconds
     return out
 

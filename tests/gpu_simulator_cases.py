@@ -109,7 +109,7 @@ MARCH_CASES = {
     # a reaction that depends on t: a new matrix per slab (spsolve); PQ, mixed degrees, local steps
     "pq-mixed-local-steps": {"problem": "reaction-in-t", "degree": "mixed", "space_time_basis": "PQ",
                              "method": "direct", "local_steps": 2},
-    # the row kernels named: "auto" runs the ordered sums on these slabs (8 sub-simplices per element)
+    # the row kernels named: "auto" runs "blocks" on these slabs (8 sub-simplices per element)
     "p1-iterative": {"problem": "paper-2d1", "degree": 1, "space_time_basis": "P", "method": "iterative",
                      "approach": "2"},
 }

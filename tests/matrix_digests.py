@@ -82,7 +82,11 @@ def main() -> None:
     if "--write" in sys.argv:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
         by_cpu = stored() if STORED.exists() else {}
-        by_cpu[host_cpu()] = {"commit": commit, "machine": platform.machine(), "cases": digests}
+        import llvmlite
+        import numba
+
+        by_cpu[host_cpu()] = {"commit": commit, "machine": platform.machine(), "numba": numba.__version__,
+                              "llvmlite": llvmlite.__version__, "cases": digests}
         STORED.write_text(json.dumps({"by_cpu": by_cpu}, indent=1) + "\n")
     print(json.dumps(digests, indent=1))
 

@@ -36,7 +36,8 @@ def test_matrix_is_bitwise_the_stored_one(name, tmp_path):
         # the sums first, so that a failure says whether the values moved by round-off or by more
         assert got["abs_sum"] == pytest.approx(want["abs_sum"], rel=1e-12)
         assert got["rhs_abs_sum"] == pytest.approx(want["rhs_abs_sum"], rel=1e-12)
-    if cpu not in STORED:
+    if cpu in STORED:
+        assert got["sha256"] == STORED[cpu]["cases"][name]["sha256"]
+    elif all(got["sha256"] != entry["cases"][name]["sha256"] for entry in STORED.values()):
         pytest.skip(f"no stored digests for CPU {cpu!r} (sizes and sums checked): `python tests/matrix_digests.py "
                     f"--write` at a commit known to be right stores them")
-    assert got["sha256"] == STORED[cpu]["cases"][name]["sha256"]

@@ -512,12 +512,12 @@ def test_host_to_device_copies_are_counted_where_they_cross():
     device = SimpleNamespace(asarray=np.asarray, ascontiguousarray=np.ascontiguousarray)  # not NumPy itself
     bk.contiguous(device, np.zeros(8))  # no count open: nothing to count into
     with bk.counting_transfers() as outer:
-        bk.contiguous(device, np.arange(10, dtype=np.int32), np.int64)  # the host's 40 bytes cross
+        bk.contiguous(device, np.arange(10, dtype=np.int32), np.int64)  # cast on the host: 80 bytes cross
         with bk.counting_transfers() as inner:
             bk.contiguous(device, np.zeros((3, 4)))
             bk.contiguous(np, np.zeros(100))  # stays on the host
     bk.contiguous(device, np.zeros(8))  # closed
-    assert (outer.copies, outer.bytes) == (2, 40 + 96) and (inner.copies, inner.bytes) == (1, 96)
+    assert (outer.copies, outer.bytes) == (2, 80 + 96) and (inner.copies, inner.bytes) == (1, 96)
     assert outer.seconds >= inner.seconds >= 0.0
     result = assemble(_cpu_space(), _poisson(), backend="numpy")
     assert result.info["to_device"] == {"copies": 0, "bytes": 0, "seconds": 0.0}

@@ -656,10 +656,10 @@ def test_the_three_reductions_agree_on_a_slab(space_mesh, basis, local_steps):
         assert abs(results[r].matrix - ref).max() <= 1e-13 * np.abs(ref).max(), r
         np.testing.assert_allclose(results[r].rhs, results["2"].rhs, rtol=0,
                                    atol=1e-13 * np.abs(results["2"].rhs).max())
-    # the deterministic reductions, rows and the default (on a GPU it may choose the ordered sums), are bitwise
+    # the deterministic reductions, rows and the default (on a GPU it may choose "blocks"), are bitwise
     # the same whatever the chunks
     default = assemble(space, problem, scope=between_steps)
-    if default.info["approach"] in results:  # the CPU's rows (a GPU's ordered sums are deterministic, not the rows)
+    if default.info["approach"] in results:  # the CPU's rows (a GPU's blocks: deterministic, the rows' bits not promised)
         np.testing.assert_array_equal(default.matrix.data, results[default.info["approach"]].matrix.data)
     for approach, whole in (("2", results["2"]), ("auto", default)):
         small = assemble(space, problem, approach=approach, memory_budget_mb=0.02, scope=between_steps)

@@ -260,6 +260,7 @@ class Assembler:
                 timings[key] += timer.t[key]
             timings["total_assembly"] += timer.t["indices"] + timer.t["penalty"]
             result.info["plan"] = {"made": made, "points": "recomputed", "points_bytes": 0}
+            result.info["to_device"] = bk.TransferCount().as_dict()  # the CPU's: none
             return result
         n_el = mesh.n_elements
         elements = scope.rows(n_el)

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import array_namespace, to_host
+from ..backend import array_namespace, contiguous, to_host
 from ..errors import ProblemError
 
 #: relative tolerance of the symmetry and semi-definiteness checks of tensor values
@@ -266,7 +266,7 @@ class GridData:
     def __call__(self, x: Any) -> np.ndarray:
         xp = array_namespace(x)
         if xp is not np:  # device points (the GPU backend): looked up on the host, the values sent back
-            return xp.asarray(self(to_host(x)))
+            return contiguous(xp, self(to_host(x)))
         t = self._coordinates(x)
         n = np.array(self.shape)
         if not self.linear:

@@ -50,7 +50,7 @@ def chosen_approach(approach: str, space, backend: str) -> str:
         return "2"
     mesh = space.mesh
     many_simplices = mesh.n_simplices > ROWS_UP_TO * mesh.n_elements
-    return "blocks" if many_simplices or space.element_dofs.max() >= BLOCKS_FROM_BASIS else "2"
+    return "blocks" if many_simplices or space.element_dofs.max(initial=0) >= BLOCKS_FROM_BASIS else "2"
 
 
 __all__ = ["AUTO", "BLOCKS_FROM_BASIS", "ROWS_UP_TO", "chosen_approach"]
