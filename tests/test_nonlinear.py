@@ -329,6 +329,7 @@ def _equal_to_the_cpu(got: dict) -> None:
         system = NonlinearSystem(space, problem, backend="numpy")
         for newton in (True, False):
             lin = system.linearize(u, newton=newton)
+            assert lin.info["to_device"]["copies"] == 0  # the CPU executor: nothing crosses
             key = f"{name}-{'newton' if newton else 'picard'}"
             scale = np.abs(lin.jacobian.data).max()
             assert np.abs(got[key + "-data"] - lin.jacobian.data).max() <= 1e-13 * scale, key

@@ -362,16 +362,19 @@ class Assembler:
         u = np.asarray(u, dtype=np.float64)
         if u.shape != (self._space.n_dofs,):
             raise OptionError(f"the iterate has shape {u.shape}, expected ({self._space.n_dofs},) (one value per dof)")
-        plan, executor, weights = self.linearization()
-        face_elements = self._space.mesh.face_elements
-        C_sigma = self._options.penalty
+        with bk.counting_transfers() as sent:  # the host-to-device copies (the first call's tables among them)
+            plan, executor, weights = self.linearization()
+            face_elements = self._space.mesh.face_elements
+            C_sigma = self._options.penalty
 
-        def from_weights(a_bound: np.ndarray) -> np.ndarray:
-            return penalty_from_weights(weights, face_elements, a_bound, C_sigma)
+            def from_weights(a_bound: np.ndarray) -> np.ndarray:
+                return penalty_from_weights(weights, face_elements, a_bound, C_sigma)
 
-        penalty_at = from_weights if penalty_at is None else penalty_at
-        return linearize(plan, problem, executor, u, penalty_at=penalty_at, newton=newton,
-                         want_jacobian=want_jacobian, face_penalty=face_penalty)
+            penalty_at = from_weights if penalty_at is None else penalty_at
+            result = linearize(plan, problem, executor, u, penalty_at=penalty_at, newton=newton,
+                               want_jacobian=want_jacobian, face_penalty=face_penalty)
+        result.info["to_device"] = sent.as_dict()
+        return result
 
     def linearization(self) -> tuple[AssemblyPlan, object, np.ndarray]:
         """What :meth:`linearize` keeps: the host plan of approach 2, the executor of the options' backend

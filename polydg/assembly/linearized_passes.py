@@ -75,7 +75,8 @@ class Linearization:
     ``face_penalty`` is the sigma_F used (at the iterate, or the one given); ``info`` has
     ``penalty_at_iterate`` (sigma_F from a_K at the iterate, whichever was used) and ``timings``
     (seconds: iterate, u and grad u at the points; forms, the coefficients and M, rho; the kernels;
-    quadrature_points; penalty; total_assembly).
+    quadrature_points; penalty; total_assembly); from :meth:`~polydg.assembly.Assembler.linearize` also
+    ``to_device`` (the host-to-device copies: copies, bytes, seconds).
     """
 
     jacobian: sp.csr_matrix | None
