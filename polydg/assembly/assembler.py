@@ -52,7 +52,7 @@ from .memory import check_assembly_memory
 from .passes import compile_boundary_choice_kernels
 from .pattern import compile_pattern_kernels
 from .penalty import compile_penalty_kernels, diffusion_bound, penalty_from_weights, penalty_weights
-from .options import APPROACHES, PRECISIONS, AssemblyOptions, assembly_options
+from .options import APPROACHES, PRECISIONS, AssemblyOptions, assembly_options, linearisation_options
 from .plan import AssemblyPlan, layout_plan
 from .result import AssemblyResult, size_record
 from .points import compile_point_kernels
@@ -380,9 +380,7 @@ class Assembler:
         """What :meth:`linearize` keeps: the host plan of approach 2, the executor of the options' backend
         and the penalty weights times the scope's ``face_penalty_scale`` (made on first use)."""
         if self._linearization is None:
-            options = self._options.resolved()
-            if options.precision != "double":
-                raise OptionError("a nonlinear problem is linearised in double precision (precision 'double')")
+            options = linearisation_options(self._options.replace(approach="2")).resolved()  # rows for any approach
             if self._run.backend == "numpy" and self._run.approach == "2":
                 layout = self.layout(True)
             else:

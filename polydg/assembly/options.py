@@ -202,6 +202,17 @@ def _checked_names(choices: Mapping[str, Any]) -> Mapping[str, Any]:
     return choices
 
 
+def linearisation_options(options: AssemblyOptions) -> AssemblyOptions:
+    """``options`` for linearising: double precision by rows (approach 2), "auto" choosing it; another
+    precision or approach is refused in one line rather than ignored."""
+    if options.precision != "double":
+        raise OptionError("a nonlinear problem is linearised in double precision (precision 'double')")
+    if options.approach not in (AUTO, "2"):
+        raise OptionError(f"a nonlinear problem is linearised by row kernels (approach 2), not approach "
+                          f"{options.approach!r}")
+    return options.replace(approach="2")
+
+
 def assembly_options(options: AssemblyOptions | None = None, choices: Mapping[str, Any] | None = None
                      ) -> AssemblyOptions:
     """The options of a call ``f(..., options, **choices)``: ``options`` (default: the session's

@@ -8,26 +8,13 @@ import numpy as np
 
 from ..assembly.assembler import Assembler
 from ..assembly.linearized_passes import Linearization
-from ..assembly.options import AssemblyOptions, assembly_options
+from ..assembly.options import AssemblyOptions, assembly_options, linearisation_options
 from ..assembly.pattern import compile_pattern_kernels
 from ..assembly.penalty import compile_penalty_kernels, penalty_from_weights
 from ..assembly.points import compile_point_kernels
-from ..assembly.reductions.choice import AUTO
 from ..assembly.scope import AssemblyScope
-from ..errors import OptionError
 from ..problem.protocol import as_steady_problem
 from ..problem.data import check_data
-
-
-def linearisation_options(options: AssemblyOptions) -> AssemblyOptions:
-    """``options`` for linearising: double precision by rows (approach 2), "auto" choosing it; another
-    precision or approach is refused in one line rather than ignored."""
-    if options.precision != "double":
-        raise OptionError("a nonlinear problem is linearised in double precision (precision 'double')")
-    if options.approach not in (AUTO, "2"):
-        raise OptionError(f"a nonlinear problem is linearised by row kernels (approach 2), not approach "
-                          f"{options.approach!r}")
-    return options.replace(approach="2")
 
 
 class NonlinearSystem:
