@@ -1166,11 +1166,11 @@ def stage_bench(stage: Stage) -> None:
         row["seconds"] = time.perf_counter() - t
         rows[label] = row
         measured = {a: row[f"gpu-{a}"] for a in BENCH_APPROACHES if f"gpu-{a}" in row}
+        first = next(iter(measured.values()), {})  # the copies of the first reduction timed
         say(f"bench {label}: " + (f"{row['dofs']:,} dofs, " + ", ".join(
             f"{BENCH_NAMES[a]} {m.get('total_assembly', float('nan')):.4f} s" for a, m in measured.items())
-            + f", to host {next(iter(measured.values())).get('to_host', float('nan')):.4f} s"
-            + f", to device {next(iter(measured.values())).get('to_device_bytes', 0) / 2**20:.0f} MiB in "
-            f"{next(iter(measured.values())).get('to_device_seconds', float('nan')):.4f} s"
+            + f", to host {first.get('to_host', float('nan')):.4f} s, to device "
+            f"{first.get('to_device_bytes', 0) / 2**20:.0f} MiB in {first.get('to_device_seconds', float('nan')):.4f} s"
             if measured else str(row.get("error"))))
         summarise()
         free_device_memory(backend)
