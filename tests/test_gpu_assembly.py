@@ -553,6 +553,37 @@ def test_a_device_assembly_reports_its_copies_to_the_device():
     assert again["bytes"] < sent["bytes"]
 
 
+#: one device assembly in a process of its own: how many of its kernels came from the disk cache, and its matrix
+CACHED_ASSEMBLY = """
+import hashlib
+import numpy as np
+from polydg.assembly import assemble, cuda_kernels, cuda_points
+from polydg.mesh import build_polytopic_mesh, unit_square
+from polydg.problem import builtin_problem
+from polydg.space import DGSpace
+
+result = assemble(DGSpace(build_polytopic_mesh(unit_square(4)), 1), builtin_problem("poisson", 2), backend="cupy",
+                  to_host=True)
+kernels = [*vars(cuda_kernels.gpu_kernels(2, 1, np.float64, "P")).values(), cuda_points.map_points]
+hits = sum(sum(k.stats.cache_hits.values()) for k in kernels if hasattr(k, "stats"))
+print(hits, hashlib.sha256(result.matrix.data.tobytes() + result.rhs.tobytes()).hexdigest())
+"""
+
+
+@needs_gpu
+def test_a_second_process_loads_the_device_kernels_from_the_disk_cache():
+    """The kernels a process compiled are on disk for the next (``cuda_kernels.kernel``), which loads rather
+    than compiles them and assembles the same bits."""
+    def run() -> list[str]:
+        done = subprocess.run([sys.executable, "-c", CACHED_ASSEMBLY], capture_output=True, text=True, timeout=600,
+                              cwd=REPO)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    first, second = run(), run()
+    assert int(second[0]) > 0 and second[1] == first[1]
+
+
 @needs_gpu
 def test_cupy_transfers_and_free_memory():
     import cupy

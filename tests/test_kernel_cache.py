@@ -308,3 +308,49 @@ def test_the_warm_ups_stamp_names_where_the_sources_lie(tmp_path):
     assert copied != stamp_name(here)
     copies[0].write_bytes(copies[0].read_bytes() + b"\n")
     assert stamp_name(here, tuple(copies)) != copied
+
+
+#: every GPU kernel of a few spaces, as numba-cuda would key it on disk: the cache kind, whether it lives in
+#: polydg's cache directory, and a hash of the closure (the per-degree tables) that its key holds
+GPU_KERNEL_KEYS = """
+import hashlib
+import numpy as np
+import polydg
+from numba.cuda.dispatcher import CUDADispatcher
+from numba.cuda.serialize import dumps
+from polydg.assembly import cuda_kernels, cuda_linearized, cuda_points, cuda_sums
+
+for ns in (cuda_kernels.gpu_kernels(2, 1, np.float64, "P"), cuda_kernels.gpu_kernels(3, 2, np.float32, "PQ"),
+           cuda_sums.gpu_sum_kernels(3, 2, np.float64, "P"), cuda_linearized.linearized_gpu_kernels(2, 2, "P"),
+           cuda_points, cuda_kernels):
+    for name, k in sorted(vars(ns).items()):
+        if isinstance(k, CUDADispatcher) and not k.targetoptions.get("device"):
+            closure = tuple(c.cell_contents for c in k.py_func.__closure__ or ())
+            where = str(getattr(k._cache, "_cache_path", "")).startswith(str(polydg.CACHE_DIRECTORY))
+            print(name, type(k._cache).__name__, where, hashlib.sha256(dumps(closure)).hexdigest())
+"""
+
+
+def _gpu_kernel_keys(**env) -> list[str]:
+    """The lines of GPU_KERNEL_KEYS run with numba-cuda's real compiler (kernels made, none compiled: no GPU
+    is needed)."""
+    pytest.importorskip("numba.cuda")
+    environ = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    environ["PYTHONPATH"] = str(PACKAGE.parent) + os.pathsep + environ.get("PYTHONPATH", "")
+    run = subprocess.run([sys.executable, "-c", GPU_KERNEL_KEYS], env=dict(environ, **env), capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    return run.stdout.splitlines()
+
+
+def test_gpu_kernels_are_kept_on_disk_under_the_same_key_in_every_process():
+    """A GPU kernel compiled by one process is loaded by the next (the command line's second run, each test
+    worker after the first) only if both key it alike: its closure must pickle to the same bytes whatever
+    the process' hash seed, and its cache must be polydg's directory, which follows the sources."""
+    first, second = _gpu_kernel_keys(PYTHONHASHSEED="1"), _gpu_kernel_keys(PYTHONHASHSEED="2")
+    assert len(first) >= 20 and first == second
+    assert all(line.split()[1:3] == ["CUDACache", "True"] for line in first), first
+    names = {line.split()[0] for line in first}
+    assert {"volume_rows", "interior_entries", "map_points", "pattern_indices", "field"} <= names
+    # the switch that compiles in every process instead
+    assert {line.split()[1] for line in _gpu_kernel_keys(POLYDG_CUDA_CACHE="0")} == {"NullCache"}

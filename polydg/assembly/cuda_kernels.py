@@ -43,6 +43,7 @@ the right one, as on the CPU.
 
 from __future__ import annotations
 
+import os
 import time
 import types
 from contextlib import contextmanager
@@ -68,6 +69,21 @@ numpy_aliases_for_numba_cuda()  # before numba-cuda's CUDA target first loads (a
 
 #: threads per block: a multiple of the warp on a GPU; the simulator runs a Python thread per GPU thread
 THREADS = 32 if config.ENABLE_CUDASIM else 128
+
+
+#: whether kernels are kept on disk (:func:`kernel`); ``POLYDG_CUDA_CACHE=0`` compiles them in every process
+CACHE_KERNELS = os.environ.get("POLYDG_CUDA_CACHE", "1") != "0" and not config.ENABLE_CUDASIM
+if config.CACHE_DIR:  # polydg's cache directory (``polydg.jit``), where numba-cuda read its own setting earlier
+    cuda_config.CACHE_DIR = config.CACHE_DIR
+
+
+def kernel(function):
+    """``function`` as a kernel, compiled at its first launch for the arguments' types and kept on disk in
+    polydg's cache directory (:mod:`polydg.jit`, one per version of the sources), so that another process
+    loads it instead of compiling it again: a GPU run's start-up is the kernels' compilation.  numba-cuda
+    keys a kernel by its code and the contents of its closure (the per-degree tables of
+    :func:`gpu_kernels`), the signature and the device's compute capability."""
+    return cuda.jit(cache=CACHE_KERNELS)(function)
 
 
 def for_device(function, **helpers):
@@ -447,7 +463,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
 
     # -- volume ---------------------------------------------------------------
 
-    @cuda.jit
+    @kernel
     def volume_rows(n_el, e_lo, want_block, element_offsets, s_lo, points, coef, basis, pattern, values):
         t = cuda.grid(1)
         if t >= n_el:
@@ -475,7 +491,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
                        pattern.row_width[e], block, nb, nb)
         _add_vec(values.rhs, pattern.row_start[e], vec, nb)
 
-    @cuda.jit
+    @kernel
     def volume_atomic(n_s, s_lo, want_block, simplex_element, points, coef, basis, pattern, values):
         t = cuda.grid(1)
         if t >= n_s:
@@ -553,7 +569,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
             t += sgrad[q, k, i] * sag[q, k, j]
         return t
 
-    @cuda.jit
+    @kernel
     def volume_entries(n_el, e_lo, want_block, element_offsets, s_lo, points, coef, basis, pattern, values):
         """Element ``e_lo + blockIdx``'s volume block and load: launched with ``ENTRY_THREADS`` threads per
         block, one block per element (:func:`launch`'s ``block``)."""
@@ -609,7 +625,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
             cuda.syncthreads()
         _write_entries(e, acc, ent_i, ent_j, pattern, values)
 
-    @cuda.jit
+    @kernel
     def boundary_entries(n_el, e_lo, mode, want_block, points, coef, basis, faces, pattern, values):
         """Element ``e_lo + blockIdx``'s boundary terms of ``mode`` (as ``boundary_terms``), a thread per
         entry as in :func:`volume_entries`: its boundary faces with points in order, a tile of a face's
@@ -678,7 +694,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
                 cuda.syncthreads()
         _write_entries(e, acc, ent_i, ent_j, pattern, values)
 
-    @cuda.jit
+    @kernel
     def interior_entries(n_el, e_lo, points, coef, basis, faces, pattern, values):
         """Element ``e_lo + blockIdx``'s interior-face rows (as ``interior_rows``), a thread per entry as in
         :func:`volume_entries`: its interfaces in column order, each interface's faces in order, a tile of a
@@ -780,7 +796,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
 
     # -- interior faces ---------------------------------------------------------
 
-    @cuda.jit
+    @kernel
     def interior_rows(n_el, e_lo, points, coef, basis, faces, pattern, values):
         t = cuda.grid(1)
         if t >= n_el:
@@ -822,7 +838,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
             _add_block(values.data, row_base[e] + block_start[k], row_width[e], bKN, nbK, nbN)
         _add_block(values.data, row_base[e] + block_start[pattern.diag_entry[e]], row_width[e], bKK, nbK, nbK)
 
-    @cuda.jit
+    @kernel
     def interior_atomic(n_sides, f_lo, side_entry, points, coef, basis, faces, pattern, values):
         t = cuda.grid(1)
         if t >= n_sides:
@@ -842,7 +858,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
 
     # -- boundary faces -----------------------------------------------------------
 
-    @cuda.jit
+    @kernel
     def boundary_rows(n_el, e_lo, mode, want_block, points, coef, basis, faces, pattern, values):
         t = cuda.grid(1)
         if t >= n_el:
@@ -874,7 +890,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
                        pattern.row_width[e], block, nb, nb)
         _add_vec(values.rhs, pattern.row_start[e], vec, nb)
 
-    @cuda.jit
+    @kernel
     def boundary_atomic(n_f, f_lo, mode, want_block, points, coef, basis, faces, pattern, values):
         t = cuda.grid(1)
         if t >= n_f:
@@ -902,7 +918,7 @@ def gpu_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNamespace
 # the sparsity pattern's column indices (``device_pattern.py`` builds the rest as array code)
 
 
-@cuda.jit
+@kernel
 def pattern_indices(n_rows, row_element, column_first, element_dofs, adj_offsets, adj_col, block_start, row_base,
                     row_start, row_width, indices):
     """One thread per assembled row: its columns, block by block (every row of an element has the same)."""

@@ -22,7 +22,7 @@ from ..backend import contiguous, numpy_aliases_for_numba_cuda
 from ..basis import basis_indices, element_box_tables, eval_basis_point_scaled, legendre_recurrence
 from . import linearization as forms
 from .result import csr_as_given
-from .cuda_kernels import ViewCache, compile_once, for_device, launch
+from .cuda_kernels import ViewCache, compile_once, for_device, kernel, launch
 from .linearization import PointForms
 from .linearized_passes import HostExecutor
 from .plan import AssemblyPlan
@@ -101,7 +101,7 @@ def linearized_gpu_kernels(dim: int, pmax: int, basis: str = "P") -> SimpleNames
     NB = len(TABLE)
     DT = from_dtype(np.dtype(np.float64))
 
-    @cuda.jit
+    @kernel
     def field(n_t, entity_element, offsets, X, coef, dof_offsets, lo, hi, degree, nbasis, values, gradients):
         t = cuda.grid(1)
         if t >= n_t:
@@ -132,7 +132,7 @@ def linearized_gpu_kernels(dim: int, pmax: int, basis: str = "P") -> SimpleNames
                     g += coef[first + i] * gradT[k, i]
                 gradients[r, k] = g
 
-    @cuda.jit
+    @kernel
     def volume_rows(n_el, e_lo, element_offsets, s_lo, pts, X, W, M, RHO, lo, hi, degree, nbasis, row_base, row_width,
                     block_start, diag_entry, row_start, want, data, rhs):
         t = cuda.grid(1)
@@ -162,7 +162,7 @@ def linearized_gpu_kernels(dim: int, pmax: int, basis: str = "P") -> SimpleNames
         for i in range(nb):
             rhs[row_start[e] + i] += vec[i]
 
-    @cuda.jit
+    @kernel
     def interior_rows(n_el, e_lo, adj_offsets, adj_col, adj_interface, interface_offsets, face_local, pts, X, W, M,
                       RHO, lo, hi, degree, nbasis, row_base, row_width, block_start, diag_entry, row_start, want, data,
                       rhs):
@@ -211,7 +211,7 @@ def linearized_gpu_kernels(dim: int, pmax: int, basis: str = "P") -> SimpleNames
         for i in range(nbK):
             rhs[row_start[e] + i] += vec[i]
 
-    @cuda.jit
+    @kernel
     def boundary_rows(n_el, e_lo, boundary_offsets, face_local, pts, X, W, M, RHO, lo, hi, degree, nbasis, row_base,
                       row_width, block_start, diag_entry, row_start, want, data, rhs):
         t = cuda.grid(1)
@@ -246,13 +246,13 @@ def linearized_gpu_kernels(dim: int, pmax: int, basis: str = "P") -> SimpleNames
 
     # -- the forms at each point (linearization.py's per-point functions)
 
-    @cuda.jit
+    @kernel
     def volume_forms(n, A, dA, dag, b, c, dc, f, df, u, g, want, M, rho, a):
         r = cuda.grid(1)
         if r < n:
             a[r] = _volume_point(r, A, dA, dag, b, c, dc, f, df, u, g, want, M, rho)
 
-    @cuda.jit
+    @kernel
     def interior_forms(n, A0, dA0, dag0, A1, dA1, dag1, b, u0, g0, u1, g1, normal, sigma, want, M, rho):
         r = cuda.grid(1)
         if r < n:
@@ -261,7 +261,7 @@ def linearized_gpu_kernels(dim: int, pmax: int, basis: str = "P") -> SimpleNames
             _interior_point(r, A0, dA0, dag0, A1, dA1, dag1, b, u0, g0, u1, g1, normal, sigma, want, M, rho,
                             An0, dAn0, An1, dAn1)
 
-    @cuda.jit
+    @kernel
     def boundary_forms(n, A, dA, dag, b, u, g, normal, sigma, gD, gN, neu, want, M, rho):
         r = cuda.grid(1)
         if r < n:

@@ -26,7 +26,7 @@ from numba import config, cuda
 
 from ..backend import contiguous
 from ..quadrature import simplex_rule
-from .cuda_kernels import THREADS
+from .cuda_kernels import THREADS, kernel
 from .points import PointBatch, point_offsets
 
 #: the most threads one launch starts on the simulator (a Python thread each there: each loops over many
@@ -34,7 +34,7 @@ from .points import PointBatch, point_offsets
 SIMULATOR_THREADS = 2 * THREADS
 
 
-@cuda.jit
+@kernel
 def map_points(n_threads, n, n_q, base, members, first, points, cells, measures, lam, w, x, weight):
     """Points t < ``n`` of ``n_threads`` threads, each taking every ``n_threads``-th (a GPU starts one per
     point): point q = t % n_q of listed simplex i = t // n_q, which is ``members[i]`` (``base + i`` where

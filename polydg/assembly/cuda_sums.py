@@ -37,7 +37,7 @@ from numba import cuda, from_dtype
 
 from ..backend import numpy_aliases_for_numba_cuda
 from ..basis import basis_indices
-from .cuda_kernels import gpu_kernels
+from .cuda_kernels import gpu_kernels, kernel
 from .sums_layout import scratch_strides
 
 numpy_aliases_for_numba_cuda()  # before numba-cuda's CUDA target first loads (at the first compilation)
@@ -104,7 +104,7 @@ def gpu_sum_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNames
 
     # -- volume: a thread per sub-simplex, then per (element, entry) ------------------
 
-    @cuda.jit
+    @kernel
     def volume_pieces(n_s, s_lo, want_block, simplex_element, points, coef, basis, pattern, scratch):
         t = cuda.grid(1)
         if t >= n_s:
@@ -115,7 +115,7 @@ def gpu_sum_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNames
             return  # not a row of this assembly: its sum is not made either
         _store_pieces(want_block, scratch, t * STRIDE, block, vec, basis.nbasis[e], NB)
 
-    @cuda.jit
+    @kernel
     def volume_sums(n, e_lo, want_block, element_offsets, s_lo, scratch, basis, pattern, values):
         t = cuda.grid(1)
         if t >= n:
@@ -131,7 +131,7 @@ def gpu_sum_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNames
 
     # -- interior faces: a thread per face side of the batch, then per (element, entry) --------
 
-    @cuda.jit
+    @kernel
     def interior_pieces(n_sides, e_lo, e_hi, batch_faces, points, coef, basis, faces, pattern, scratch):
         t = cuda.grid(1)
         if t >= n_sides:
@@ -147,7 +147,7 @@ def gpu_sum_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNames
         _store_block(scratch, t * SIDE, bKK, basis.nbasis[e], basis.nbasis[e], NB)
         _store_block(scratch, t * SIDE + NN, bKN, basis.nbasis[e], basis.nbasis[c], NB)
 
-    @cuda.jit
+    @kernel
     def interior_sums(n, e_lo, scratch, basis, faces, pattern, values):
         """Entry (i, j) of element e's blocks: each off-diagonal block's over its interface's faces, and the
         diagonal block's over every such face, interfaces in column order."""
@@ -185,7 +185,7 @@ def gpu_sum_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNames
 
     # -- boundary faces: a thread per face of the chunk's range, then per (element, entry) ------
 
-    @cuda.jit
+    @kernel
     def boundary_pieces(n_f, f_lo, mode, want_block, points, coef, basis, faces, pattern, scratch):
         t = cuda.grid(1)
         if t >= n_f:
@@ -197,7 +197,7 @@ def gpu_sum_kernels(dim: int, pmax: int, dtype, basis: str = "P") -> SimpleNames
         e = faces.face_elements[f_lo + t, 0]
         _store_pieces(want_block, scratch, fl * STRIDE, block, vec, basis.nbasis[e], NB)
 
-    @cuda.jit
+    @kernel
     def boundary_sums(n, e_lo, want_block, scratch, basis, faces, pattern, values):
         t = cuda.grid(1)
         if t >= n:
