@@ -71,7 +71,7 @@ def summary_dict(*, mesh, space, result, options: dict, timings: dict, errors: d
         "assembly_options": result.info.get("options"),
         "to_device": result.info.get("to_device"),  # host-to-device copies: copies, bytes, seconds (in the stages)
         "quadrature_simplices": options.get("quadrature_simplices", "fine"),
-        "memory_budget_mb": options.get("memory_budget"),
+        "memory_budget_mb": result.info.get("memory_budget_mb", options.get("memory_budget")),
         "repeat": options.get("repeat", 1),
         "mesh_statistics": stats,
         "versions": {"polydg": polydg.__version__, "numpy": np.__version__, "scipy": scipy.__version__,

@@ -48,6 +48,29 @@ def test_each_bad_value_is_one_line_naming_it(changes, message):
         assert str(caught.value) == message
 
 
+def test_the_memory_budget_not_given_is_the_backends():
+    """A GPU's default chunk is four times the host's (fewer launches and waits per assembly); a budget given
+    stays as given; ``resolved`` writes the one that runs, and an assembly reports the budget its chunks were
+    cut by."""
+    from polydg.assembly.options import DEFAULT_MEMORY_BUDGET_MB
+    from polydg.mesh import build_polytopic_mesh, unit_square
+    from polydg.problem import builtin_problem
+    from polydg.space import DGSpace
+
+    host, device = AssemblyOptions(backend="numpy"), AssemblyOptions(backend="cudasim")
+    assert host.memory_budget_mb is None is device.memory_budget_mb
+    assert (host.budget_mb, device.budget_mb) == (DEFAULT_MEMORY_BUDGET_MB["host"], DEFAULT_MEMORY_BUDGET_MB["device"])
+    assert DEFAULT_MEMORY_BUDGET_MB["device"] > DEFAULT_MEMORY_BUDGET_MB["host"]
+    assert host.resolved().memory_budget_mb == DEFAULT_MEMORY_BUDGET_MB["host"]  # the simulator's needs its switch
+    assert AssemblyOptions(backend="cudasim", memory_budget_mb=3).budget_mb == 3.0
+    with default_options(memory_budget_mb=16):
+        assert AssemblyOptions(backend="cudasim").budget_mb == 16.0
+    space = DGSpace(build_polytopic_mesh(unit_square(2)), 1)
+    result = assemble(space, builtin_problem("poisson", 2), options=host)
+    assert result.info["memory_budget_mb"] == DEFAULT_MEMORY_BUDGET_MB["host"]
+    assert result.info["options"]["memory_budget_mb"] is None  # the user's options, as given
+
+
 def test_values_are_read_as_their_kind_and_the_object_is_frozen():
     options = AssemblyOptions(approach=2, penalty=7, memory_budget_mb=1, quadrature_extra=np.int64(1))
     assert (options.approach, options.penalty, options.memory_budget_mb, options.quadrature_extra) == ("2", 7.0, 1.0, 1)

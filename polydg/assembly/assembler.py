@@ -168,7 +168,7 @@ class Assembler:
         entry = reduction(run.approach)  # the approach's registered reduction: its executors
         scope.check(space.mesh, entry, scope.load_boundary_faces is None)
         if run.backend == "cupy":  # a chunk's points and coefficients must also fit the device's free memory
-            run = run.replace(memory_budget_mb=min(run.memory_budget_mb, bk.free_memory_bytes("cupy") / 2**20 / 4))
+            run = run.replace(memory_budget_mb=min(run.budget_mb, bk.free_memory_bytes("cupy") / 2**20 / 4))
         state = self.__dict__
         state.update(_space=space, _options=options, _run=run, _scope=scope, _reduction=entry, _keep_points=keep_points,
                      _layouts={}, _weights=None, _kept={}, _linearization=None, _workspace=Workspace(),
@@ -220,7 +220,7 @@ class Assembler:
         if key not in self._kept:
             keep = self._keep_points
             if keep is None:
-                keep = kept_points_bytes(layout) <= kept_points_allowance(self._run.memory_budget_mb)
+                keep = kept_points_bytes(layout) <= kept_points_allowance(self._run.budget_mb)
             self._kept[key] = KeptPoints() if keep and not bk.is_device(self._run.backend) else None
         return self._kept[key]
 
@@ -309,6 +309,7 @@ class Assembler:
             "penalty": {"constant": options.penalty, "kind": options.penalty_kind},
             "quadrature_extra": options.quadrature_extra,
             "chunks": len(plan.chunks),
+            "memory_budget_mb": run.budget_mb,  # the chunks' bound: the option, else the backend's (capped on a GPU)
             "options": options.as_dict(),
             "plan": {"made": made, "points": points, "points_bytes": 0 if kept is None else kept.nbytes},
             "to_device": sent.as_dict(),  # counted within the stages' timings, not beside them

@@ -63,7 +63,7 @@ def linearization_chunks(plan: AssemblyPlan) -> list[tuple[int, int]]:
     if not plan.chunks or plan.options is None:
         return list(plan.chunks)
     mesh = plan.mesh
-    budget_mb = min(plan.options.memory_budget_mb, LINEARIZATION_CHUNK_MB)
+    budget_mb = min(plan.options.budget_mb, LINEARIZATION_CHUNK_MB)
     budget = budget_mb * BYTES_PER_POINT / linearized_bytes_per_point(mesh.dim)
     return element_chunks(mesh, plan.q_element, plan.face_q, budget, plan.elements)
 
@@ -101,7 +101,7 @@ class HostExecutor:
         self.tables = (plan.lo, plan.hi, plan.table, plan.rec)
         self.chunks = linearization_chunks(plan)
         self.workspace = Workspace()
-        budget_mb = plan.options.memory_budget_mb if plan.options is not None else 0.0
+        budget_mb = plan.options.budget_mb if plan.options is not None else 0.0
         self.x_only = XOnlyValues(budget_mb * 2**20 / 4)
         self._warm: set = set()
 

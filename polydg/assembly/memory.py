@@ -219,7 +219,7 @@ def assembly_estimate(space, options, elements: np.ndarray | None = None, matrix
     # and what an executor holds per entity besides (the ordered sums' blocks on a GPU)
     simplex_scratch, face_scratch = scratch_bytes(options, int(nb.max()))
     scratch = int(simplices[elements].sum()) * simplex_scratch + mesh.n_faces * face_scratch
-    chunk = min(points * BYTES_PER_POINT + scratch, int(options.memory_budget_mb * 2**20))
+    chunk = min(points * BYTES_PER_POINT + scratch, int(options.budget_mb * 2**20))
     triplets = 0
     # a reduction that builds its own matrix (approach 1) holds COO triplets: a block per sub-simplex and sub-face
     # (read from ``options.reduction``: the reductions' executors import this module, through the kept points)

@@ -9,7 +9,9 @@ every slab::
     >>> options = AssemblyOptions(approach="atomic", precision="single")
     >>> options  # doctest: +NORMALIZE_WHITESPACE
     AssemblyOptions(approach='atomic', precision='single', penalty=10.0, penalty_kind='classical',
-                    quadrature_extra=0, memory_budget_mb=1024.0, backend='numpy', to_host=False)
+                    quadrature_extra=0, memory_budget_mb=None, backend='numpy', to_host=False)
+    >>> options.budget_mb, options.replace(backend="cudasim").budget_mb  # the backend's default
+    (1024.0, 4096.0)
     >>> options.replace(penalty=7).penalty
     7.0
     >>> AssemblyOptions(penalty_kind="papr")
@@ -59,9 +61,13 @@ PRECISIONS = {"double": np.float64, "single": np.float32}
 #: degrees of any basis, quadrature.MAX_LINE_POINTS bounds a rule anyway)
 MAX_QUADRATURE_EXTRA = 1000
 
-#: the built-in defaults of the fields (backend: see :class:`AssemblyOptions`)
+#: the built-in defaults of the fields (backend: see :class:`AssemblyOptions`; memory_budget_mb: the backend's)
 _BUILT_IN = {"approach": AUTO, "precision": "double", "penalty": 10.0, "penalty_kind": "classical",
-             "quadrature_extra": 0, "memory_budget_mb": 1024.0, "backend": "numpy", "to_host": False}
+             "quadrature_extra": 0, "memory_budget_mb": None, "backend": "numpy", "to_host": False}
+#: the memory budget of one chunk (MB) where none is given, on the host and on a device: a GPU's chunks are
+#: larger, as its launches and waits cost per chunk (an Assembler keeps a device's chunk within a quarter of
+#: its free memory)
+DEFAULT_MEMORY_BUDGET_MB = {"host": 1024.0, "device": 4096.0}
 #: the session's defaults, over the built-in ones (set_default_options, default_options)
 _session: dict[str, Any] = {}
 
@@ -85,7 +91,8 @@ class AssemblyOptions:
     penalty_kind : "classical" (default, C_sigma a p^2 / h_K) or "paper" (Appendix A, faces
         read as whole interfaces); see :mod:`polydg.assembly.penalty`
     quadrature_extra : added to the default exactness degree 2p + 1 (default 0)
-    memory_budget_mb : bound on the working memory of one chunk of quadrature points (default 1024)
+    memory_budget_mb : bound on the working memory of one chunk of quadrature points, in MB (default None:
+        the backend's, :data:`DEFAULT_MEMORY_BUDGET_MB`, 1024 on the CPU and 4096 on a GPU; :attr:`budget_mb`)
     backend : "numpy" (the CPU path), "cupy" (the GPU path: the same plan executed by numba-cuda
         kernels), "auto" (cupy when a GPU is usable; resolved when the assembly runs) or the
         test-only "cudasim" (:mod:`polydg.backend`)
@@ -107,7 +114,7 @@ class AssemblyOptions:
     penalty: float = field(default_factory=_default("penalty"))
     penalty_kind: str = field(default_factory=_default("penalty_kind"))
     quadrature_extra: int = field(default_factory=_default("quadrature_extra"))
-    memory_budget_mb: float = field(default_factory=_default("memory_budget_mb"))
+    memory_budget_mb: float | None = field(default_factory=_default("memory_budget_mb"))
     backend: str | None = None
     to_host: bool | None = None
 
@@ -121,7 +128,8 @@ class AssemblyOptions:
             to_host = _session.get("to_host", _BUILT_IN["to_host"]) if to_host is None else to_host
         values = {"approach": approach, "backend": backend, "to_host": bool(to_host),
                   "penalty": _number(self.penalty, "penalty constant must be positive"),
-                  "memory_budget_mb": _number(self.memory_budget_mb, "memory budget must be a positive finite number", "MB"),
+                  "memory_budget_mb": None if self.memory_budget_mb is None else
+                  _number(self.memory_budget_mb, "memory budget must be a positive finite number", "MB"),
                   "quadrature_extra": _integer(self.quadrature_extra)}
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -139,7 +147,7 @@ class AssemblyOptions:
         if not 0 <= self.quadrature_extra <= MAX_QUADRATURE_EXTRA:
             raise OptionError(f"quadrature extra degree must be from 0 to {MAX_QUADRATURE_EXTRA}, got "
                               f"{self.quadrature_extra}")
-        if not 0 < self.memory_budget_mb < float("inf"):
+        if self.memory_budget_mb is not None and not 0 < self.memory_budget_mb < float("inf"):
             raise OptionError(f"memory budget must be a positive finite number, got {self.memory_budget_mb} MB")
         if self.backend not in bk.BACKENDS + (bk.SIMULATOR,):
             raise OptionError(f"unknown backend {self.backend!r}; choose one of {', '.join(bk.BACKENDS)}")
@@ -157,6 +165,14 @@ class AssemblyOptions:
         return reduction(self.approach)
 
     @property
+    def budget_mb(self) -> float:
+        """The memory budget of one chunk in MB: ``memory_budget_mb``, else the backend's default (a backend
+        "auto" not yet :meth:`resolved` counts as the host)."""
+        if self.memory_budget_mb is not None:
+            return self.memory_budget_mb
+        return DEFAULT_MEMORY_BUDGET_MB["device" if bk.is_device(self.backend) else "host"]
+
+    @property
     def dtype(self) -> type:
         """The NumPy type of the working precision."""
         return PRECISIONS[self.precision]
@@ -167,8 +183,10 @@ class AssemblyOptions:
 
     def resolved(self, say=None) -> AssemblyOptions:
         """These options with the backend that will run: "auto" decided, and the choice checked here
-        (:func:`polydg.backend.resolve_backend`; ``say`` hears what "auto" chose)."""
-        return self.replace(backend=bk.resolve_backend(self.backend, say=say))
+        (:func:`polydg.backend.resolve_backend`; ``say`` hears what "auto" chose), and the memory budget
+        that backend's where none is given (:attr:`budget_mb`)."""
+        run = self.replace(backend=bk.resolve_backend(self.backend, say=say))
+        return run if run.memory_budget_mb is not None else run.replace(memory_budget_mb=run.budget_mb)
 
     def for_space(self, space, say=None) -> AssemblyOptions:
         """These options with approach "auto" replaced by the reduction it chooses for the mesh of ``space``

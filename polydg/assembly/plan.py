@@ -177,7 +177,7 @@ def layout_plan(space, options: AssemblyOptions, scope: AssemblyScope | None = N
         q_element=q_element,
         q_uniform=int(default_degree(rule_degree[0], quadrature_extra)) if space.min_degree == space.max_degree
         else None,
-        face_q=face_q, chunks=element_chunks(mesh, q_element, face_q, options.memory_budget_mb, elements,
+        face_q=face_q, chunks=element_chunks(mesh, q_element, face_q, options.budget_mb, elements,
                                              scratch_bytes(options, len(table))),
         matrix=matrix, load_boundary_faces=scope.load_boundary_faces, options=options)
     timer.add("indices", t)

@@ -96,8 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="volume quadrature on each 2D element's fine triangles, or on coarse ones: the element "
                         f"re-triangulated from its boundary vertices, fewer and faster (default "
                         f"{DEFAULT_QUADRATURE_SIMPLICES}; 3D meshes keep their tetrahedra)")
-    a.add_argument("--memory-budget", type=float, default=1024.0, metavar="MB",
-                   help="working memory of one chunk of quadrature points (default 1024)")
+    a.add_argument("--memory-budget", type=float, default=None, metavar="MB",
+                   help="working memory of one chunk of quadrature points (default 1024 on the CPU, 4096 on a GPU)")
     a.add_argument("--memory-limit", metavar="SIZE",
                    help="the memory the run may use, e.g. 4G or 512M: a run estimated to need more is refused "
                         "before it allocates (default: the memory available, or $POLYDG_MEMORY_LIMIT)")

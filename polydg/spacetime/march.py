@@ -288,7 +288,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
     # (ranks' assemblies come to rank 0's host, and so do those with to_host)
     on_device = bk.is_device(backend) and not options.to_host and assembler is None
     state = SlabState(backend if on_device else "numpy", problem, rule, bottom_rule, top_rule, offsets, pmax + 2,
-                      with_errors, options.memory_budget_mb)
+                      with_errors, options.budget_mb)
 
     if problem.nonlinear:
         from ..nonlinear import NonlinearOptions
