@@ -135,6 +135,11 @@ def format_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def json_text(summary: dict) -> str:
+    """``summary`` as the JSON text that :func:`write_json` writes (NumPy numbers as numbers)."""
+    return json.dumps(summary, indent=1, default=_jsonable) + "\n"
+
+
 def write_json(path: str | os.PathLike, summary: dict) -> None:
     """Write ``summary`` to ``path`` atomically (a temporary file, then a rename)."""
     path = Path(path)
@@ -142,8 +147,7 @@ def write_json(path: str | os.PathLike, summary: dict) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(summary, fh, indent=1, default=_jsonable)
-            fh.write("\n")
+            fh.write(json_text(summary))
         publish(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -66,6 +66,18 @@ def test_json_summary_keys_and_values(tmp_path):
     assert s["errors"]["l2"] < 0.05
 
 
+@pytest.mark.parametrize("run", [["--mesh", "square:4"], ["--mesh", "square:4", "--problem", "paper-2d1",
+                                                          "--time-slabs", "2"]], ids=["steady", "march"])
+def test_json_dash_puts_the_summary_on_stdout_and_the_table_on_stderr(run, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = in_process(*run, "--json", "-")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)  # nothing but the summary: it parses
+    assert s["dofs"] > 0 and "total_assembly" in s["timings"]
+    assert "(JIT, apart)" in r.stderr  # the table, where it does not spoil the JSON
+    assert list(tmp_path.iterdir()) == []  # no file named "-"
+
+
 def test_output_directory(tmp_path):
     out = tmp_path / "out"
     r = cli("--mesh", "cube:2", "--degree", "1:2", "--seed", "3", "--problem", "paper-3d", "--solve", "iterative",

@@ -12,6 +12,7 @@ all, never beside an earlier run's files, never over a user's) is
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from .content import compilation_summary, mesh_writer, run_pictures, solution_sample, with_compilation
 from .inputs import RunOptions, quadrature_simplices
-from .targets import OutputDirectory, check_directory, check_file, write_file
+from .targets import STANDARD_OUTPUT, OutputDirectory, check_directory, check_file, write_file
 
 
 def planned_names(args: argparse.Namespace, ranks: int = 1) -> list[str]:
@@ -121,7 +122,23 @@ def write_summary_and_output(args: argparse.Namespace, say, space, result, x, su
         write_output(target if target is not None else Path(args.output), space, result, x, summary, files)
         say(f"wrote {args.output}")
     if args.json:
-        write_file(args.json, lambda path: write_json(path, summary))
+        write_json_summary(args.json, summary)
+
+
+def write_json_summary(target: str, summary: dict) -> None:
+    """``--json PATH``: the summary written whole (beside, then renamed); ``--json -``: on standard output."""
+    from ..report import json_text, write_json
+
+    if target == STANDARD_OUTPUT:
+        sys.stdout.write(json_text(summary))
+        sys.stdout.flush()
+    else:
+        write_file(target, lambda path: write_json(path, summary))
+
+
+def table_stream(args: argparse.Namespace):
+    """Where the paper-style table goes: standard output, or standard error where ``--json -`` has it."""
+    return sys.stderr if getattr(args, "json", None) == STANDARD_OUTPUT else sys.stdout
 
 
 def report(args: argparse.Namespace, opts: RunOptions, say, space, problem, result, timings: dict,
@@ -134,9 +151,9 @@ def report(args: argparse.Namespace, opts: RunOptions, say, space, problem, resu
     summary = summarise(args, opts, space, problem, result, timings, solved, extra)
     write_summary_and_output(args, say, space, result, x, summary, solve_info, sample=sample)
     if not args.quiet:
-        print(format_table(summary))
+        print(format_table(summary), file=table_stream(args))
     return summary
 
 
 __all__ = ["check_targets", "output_files", "planned_names", "rank_rows_writer", "report", "summarise",
-           "write_output", "write_summary_and_output"]
+           "table_stream", "write_json_summary", "write_output", "write_summary_and_output"]

@@ -131,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--no-gather", action="store_true",
                    help="on several ranks: each rank writes its rows to DIR/rows-rank<R>.npz instead of rank 0 "
                         "gathering the matrix (no --solve)")
-    o.add_argument("--json", metavar="PATH", help="write the summary as JSON")
+    o.add_argument("--json", metavar="PATH",
+                   help="write the summary as JSON (-: on standard output, and the table on standard error)")
     o.add_argument("--timeout", type=float, metavar="SECONDS",
                    help="on several ranks: end them all when one keeps the others waiting longer than SECONDS "
                         "at one synchronisation point (default: no limit)")

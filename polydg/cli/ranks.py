@@ -20,7 +20,8 @@ from ..jit import compile_watch
 from .inputs import build_mesh, check_memory_early, check_options, chunk_progress, load_run_problem, \
     quadrature_simplices
 from .content import solution_sample
-from .outputs import check_targets, planned_names, rank_rows_writer, summarise, write_summary_and_output
+from .outputs import (check_targets, planned_names, rank_rows_writer, summarise, table_stream, write_json_summary,
+                      write_summary_and_output)
 from .nonlinear import check_nonlinear_options
 from .spacetime import check_space_time_options, run_space_time
 from .steady import name_the_kernels, solve_and_say
@@ -148,7 +149,7 @@ def _run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     if root and not args.quiet:
         from ..report import format_table
 
-        print(format_table(summary))
+        print(format_table(summary), file=table_stream(args))
     return summary
 
 
@@ -156,7 +157,7 @@ def _write_rank_rows(args, comm, result, summary: dict | None, tell) -> None:
     """``--no-gather``: each rank writes ``rows-rank<R>.npz`` into rank 0's staging folder inside DIR,
     rank 0 adds summary.json and publishes the set (see :mod:`polydg.cli.targets`)."""
     from ..report import write_json
-    from .targets import OutputDirectory, write_file
+    from .targets import OutputDirectory
 
     root = comm.Get_rank() == 0
     target, staging = (OutputDirectory(args.output), None) if root else (None, None)
@@ -174,7 +175,7 @@ def _write_rank_rows(args, comm, result, summary: dict | None, tell) -> None:
                 write_json(staging / "summary.json", summary)
                 target.publish(staging, planned_names(args, comm.Get_size()))
                 if args.json:
-                    write_file(args.json, lambda path: write_json(path, summary))
+                    write_json_summary(args.json, summary)
     except BaseException:
         if root:
             target.discard(staging)

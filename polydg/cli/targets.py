@@ -101,8 +101,15 @@ def check_directory(text: str | os.PathLike | None, names: Iterable[str] = (), o
                           f"{'it' if len(in_the_way) == 1 else 'them'} or choose another directory")
 
 
+#: ``--json -``: the summary on standard output (and the table on standard error, so that the output parses)
+STANDARD_OUTPUT = "-"
+
+
 def check_file(text: str | os.PathLike | None, option: str = "--json") -> None:
-    """Refuse an output file that cannot be written: a directory in its place, an unwritable folder."""
+    """Refuse an output file that cannot be written: a directory in its place, an unwritable folder
+    (:data:`STANDARD_OUTPUT` is always written)."""
+    if text == STANDARD_OUTPUT:
+        return
     path = checked_path(text, option)
     if path is None:
         return
