@@ -68,7 +68,7 @@ BENCH_NAMES = {"2": "rows", "atomic": "atomic", "ordered": "ordered", "blocks": 
 #: seconds per stage on an H100 (the simulator's tiny sizes need far less); the whole run: TOTAL.  From the
 #: card runs (docs/performance.md): device 2-3 s; correctness 90-102 s on the H100, on a bare H200 8 of 16
 #: cases in 100 s while the kernels compiled (all 16 in 87 s once cached); tests 147-151 s for all 568 (H100,
-#: fourth session), on the H200 590 of 696 in 160 s; kernels 37-50 s for the 11 variants, compiling in 14
+#: fourth session), on the H200 590 of at most 593 in 160 s; kernels 37-50 s for the 11 variants, compiling in 14
 #: processes; the bench needs about 450 s for every row with all four reductions: a second run gives it the
 #: rest (``-- --stages bench --bench-only table4 cube:48 cube:38 --budget bench=270 --total 280``, 235 s for
 #: Table 4 with "blocks" beside the default on the H200)
