@@ -43,11 +43,18 @@ def distinct_degrees(degrees: np.ndarray) -> np.ndarray:
     """The distinct values of an array of rule degrees (small non-negative integers), increasing.
 
     A count per value: O(n) without a sort or hash (``np.unique`` sorts, a
-    visible cost per assembly on the million-entry degree arrays of a large mesh).
+    visible cost per assembly on the million-entry degree arrays of a large mesh); one degree (the common
+    case) is told by its least and greatest values, which two reductions find faster than the count.
+
+    >>> distinct_degrees(np.array([3, 1, 3])), distinct_degrees(np.full(4, 5))
+    (array([1, 3]), array([5]))
     """
     degrees = np.asarray(degrees)
     if degrees.size == 0:
         return np.zeros(0, dtype=np.int64)
+    lo, hi = int(degrees.min()), int(degrees.max())
+    if lo == hi:
+        return np.array([lo], dtype=np.int64)
     return np.flatnonzero(np.bincount(degrees.ravel()))
 
 
