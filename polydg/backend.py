@@ -186,6 +186,15 @@ def device_for_rank(local_rank: int, n_devices: int) -> int:
     return int(local_rank) % int(n_devices)
 
 
+def ranks_on_device(local_rank: int, node_ranks: int, n_devices: int) -> int:
+    """How many of a node's ``node_ranks`` ranks share the GPU of rank ``local_rank`` (:func:`device_for_rank`).
+
+    >>> [ranks_on_device(r, 6, 4) for r in range(6)]
+    [2, 2, 1, 1, 2, 2]
+    """
+    return len(range(device_for_rank(local_rank, n_devices), node_ranks, int(n_devices)))
+
+
 def use_device(index: int, backend: str) -> str:
     """Make GPU ``index`` current for CuPy and numba-cuda (one per process); its name, e.g. "GPU 1: NVIDIA H100".
 

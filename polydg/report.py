@@ -71,7 +71,7 @@ def summary_dict(*, mesh, space, result, options: dict, timings: dict, errors: d
         "assembly_options": result.info.get("options"),
         "to_device": result.info.get("to_device"),  # host-to-device copies: copies, bytes, seconds (in the stages)
         "quadrature_simplices": options.get("quadrature_simplices", "fine"),
-        "memory_budget_mb": result.info.get("memory_budget_mb", options.get("memory_budget")),
+        "memory_budget_mb": _budget(result.info, options),
         "repeat": options.get("repeat", 1),
         "mesh_statistics": stats,
         "versions": {"polydg": polydg.__version__, "numpy": np.__version__, "scipy": scipy.__version__,
@@ -133,6 +133,16 @@ def format_table(summary: dict) -> str:
         lines.append("")
         lines.append("errors: " + ", ".join(f"{k} {v:.4e}" for k, v in e.items()))
     return "\n".join(lines)
+
+
+def _budget(info: dict, options: dict) -> float:
+    """The chunks' memory budget of a run: its assembly's, else the one given, else its backend's default."""
+    from .assembly.options import default_budget_mb
+
+    for budget in (info.get("memory_budget_mb"), options.get("memory_budget")):
+        if budget is not None:
+            return float(budget)
+    return default_budget_mb(info.get("backend", "numpy"))
 
 
 def json_text(summary: dict) -> str:

@@ -66,16 +66,41 @@ def test_json_summary_keys_and_values(tmp_path):
     assert s["errors"]["l2"] < 0.05
 
 
+#: a problem file that prints as it is read and as its source is evaluated
+PRINTING_PROBLEM = """
+import dataclasses
+from polydg.problem import builtin_problem
+
+print("reading the problem file")
+
+
+def source(x):
+    print("evaluating the source")
+    return x[:, 0] * 0.0 + 1.0
+
+
+problem = dataclasses.replace(builtin_problem("poisson", 2), name="printing", source=source)
+"""
+
+
 @pytest.mark.parametrize("run", [["--mesh", "square:4"], ["--mesh", "square:4", "--problem", "paper-2d1",
-                                                          "--time-slabs", "2"]], ids=["steady", "march"])
-def test_json_dash_puts_the_summary_on_stdout_and_the_table_on_stderr(run, tmp_path, monkeypatch):
+                                                          "--time-slabs", "2"], ["--mesh", "square:4", "--problem"]],
+                         ids=["steady", "march", "printing-problem"])
+def test_json_dash_puts_the_summary_alone_on_stdout(run, tmp_path, monkeypatch):
+    """``--json -``: standard output parses as the summary; the table, and whatever a problem file prints,
+    go to standard error; no file named "-" is made."""
+    (tmp_path / "printing.py").write_text(PRINTING_PROBLEM)
     monkeypatch.chdir(tmp_path)
+    if run[-1] == "--problem":
+        run = run + ["printing.py:problem"]
     r = in_process(*run, "--json", "-")
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)  # nothing but the summary: it parses
-    assert s["dofs"] > 0 and "total_assembly" in s["timings"]
+    assert s["dofs"] > 0 and "total_assembly" in s["timings"] and s["memory_budget_mb"] == 1024.0
     assert "(JIT, apart)" in r.stderr  # the table, where it does not spoil the JSON
-    assert list(tmp_path.iterdir()) == []  # no file named "-"
+    if "printing.py:problem" in run:
+        assert "reading the problem file" in r.stderr and "evaluating the source" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("__")) == ["printing.py"]
 
 
 def test_output_directory(tmp_path):

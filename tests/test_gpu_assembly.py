@@ -573,15 +573,17 @@ print(hits, hashlib.sha256(result.matrix.data.tobytes() + result.rhs.tobytes()).
 @needs_gpu
 def test_a_second_process_loads_the_device_kernels_from_the_disk_cache():
     """The kernels a process compiled are on disk for the next (``cuda_kernels.kernel``), which loads rather
-    than compiles them and assembles the same bits."""
-    def run() -> list[str]:
+    than compiles them and assembles the bits of kernels compiled afresh."""
+    def run(**env) -> list[str]:
         done = subprocess.run([sys.executable, "-c", CACHED_ASSEMBLY], capture_output=True, text=True, timeout=600,
-                              cwd=REPO)
+                              cwd=REPO, env=dict(os.environ, **env))
         assert done.returncode == 0, done.stderr
         return done.stdout.split()
 
-    first, second = run(), run()
-    assert int(second[0]) > 0 and second[1] == first[1]
+    fresh = run(POLYDG_CUDA_CACHE="0")  # compiled in the process, nothing read from the disk
+    assert fresh[0] == "0"
+    kept, loaded = run(), run()  # the first may compile and keep them, the second loads them
+    assert int(loaded[0]) > 0 and kept[1] == loaded[1] == fresh[1]
 
 
 @needs_gpu

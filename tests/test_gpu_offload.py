@@ -49,11 +49,11 @@ def test_bind_rank_device_on_one_rank():
     from polydg.distributed import comm as dc
 
     cpu = dc.bind_rank_device(mpi.COMM_SELF, "numpy")
-    assert cpu == {"device_index": -1, "device": "cpu", "node_rank": 0, "node_ranks": 1}
+    assert cpu == {"device_index": -1, "device": "cpu", "node_rank": 0, "node_ranks": 1, "device_ranks": 1}
     assert dc.node_local_rank(mpi.COMM_SELF) == (0, 1)
     assert bk.device_count("numpy") == 0 and bk.device_count("cudasim") == 1
     sim = dc.bind_rank_device(mpi.COMM_SELF, "cudasim")  # the simulator: one device, nothing to select
-    assert sim["device_index"] == 0 and sim["device"] == "CPU simulator"
+    assert sim["device_index"] == 0 and sim["device"] == "CPU simulator" and sim["device_ranks"] == 1
 
 
 def test_summary_json_names_the_device_backends_versions(monkeypatch):

@@ -48,7 +48,7 @@ from ..problem.data import check_data
 from .coefficients import Coefficients
 from .finite import check_finite_result
 from .kept_points import KeptPoints, kept_points_allowance, kept_points_bytes
-from .memory import check_assembly_memory
+from .memory import check_assembly_memory, chunk_budget_mb
 from .passes import compile_boundary_choice_kernels
 from .pattern import compile_pattern_kernels
 from .penalty import compile_penalty_kernels, diffusion_bound, penalty_from_weights, penalty_weights
@@ -168,7 +168,7 @@ class Assembler:
         entry = reduction(run.approach)  # the approach's registered reduction: its executors
         scope.check(space.mesh, entry, scope.load_boundary_faces is None)
         if run.backend == "cupy":  # a chunk's points and coefficients must also fit the device's free memory
-            run = run.replace(memory_budget_mb=min(run.budget_mb, bk.free_memory_bytes("cupy") / 2**20 / 4))
+            run = run.replace(memory_budget_mb=chunk_budget_mb(run))
         state = self.__dict__
         state.update(_space=space, _options=options, _run=run, _scope=scope, _reduction=entry, _keep_points=keep_points,
                      _layouts={}, _weights=None, _kept={}, _linearization=None, _workspace=Workspace(),
@@ -386,7 +386,10 @@ class Assembler:
                 layout = self.layout(True)
             else:
                 rows = AssemblyScope(elements=self._scope.elements, column_numbering=self._scope.column_numbering)
-                layout = layout_plan(self._space, options.replace(backend="numpy", approach="2"), rows)
+                # a linearisation's point holds two to three times an assembly's bytes: the host's default
+                # chunk, not a GPU's larger one, unless a budget was given
+                layout = layout_plan(self._space, options.replace(backend="numpy", approach="2",
+                                                                  memory_budget_mb=self._options.memory_budget_mb), rows)
             plan = layout.for_problem(None, np.zeros(self._space.mesh.n_faces))
             weights = self.weights
             if self._scope.face_penalty_scale is not None:

@@ -193,6 +193,20 @@ def block_nnz(mesh, element_dofs: np.ndarray, elements: np.ndarray) -> int:
     return int((nb[elements] ** 2).sum() + (cross * (in_rows[a] + in_rows[b])).sum())
 
 
+#: the share of a GPU's free memory one chunk may take (its points, coefficients and the executor's buffers)
+DEVICE_CHUNK_SHARE = 0.25
+
+
+def chunk_budget_mb(options) -> float:
+    """The budget (MB) that chunks are cut by for ``options`` (resolved): their ``budget_mb``, on a GPU within
+    :data:`DEVICE_CHUNK_SHARE` of the device's free memory (which the host's budget knows nothing of)."""
+    from .. import backend as bk
+
+    if options.backend != "cupy":
+        return options.budget_mb
+    return min(options.budget_mb, bk.free_memory_bytes("cupy") / 2**20 * DEVICE_CHUNK_SHARE)
+
+
 def assembly_estimate(space, options, elements: np.ndarray | None = None, matrix: bool = True) -> MemoryEstimate:
     """The memory :func:`~polydg.assembly.assemble` of ``space`` with ``options`` will need (see the module)."""
     from ..quadrature import default_degree

@@ -72,6 +72,11 @@ DEFAULT_MEMORY_BUDGET_MB = {"host": 1024.0, "device": 4096.0}
 _session: dict[str, Any] = {}
 
 
+def default_budget_mb(backend: str) -> float:
+    """The memory budget of a chunk (MB) on ``backend`` where none is given (:data:`DEFAULT_MEMORY_BUDGET_MB`)."""
+    return DEFAULT_MEMORY_BUDGET_MB["device" if bk.is_device(backend) else "host"]
+
+
 def _default(name: str):
     return lambda: _session.get(name, _BUILT_IN[name])
 
@@ -168,9 +173,7 @@ class AssemblyOptions:
     def budget_mb(self) -> float:
         """The memory budget of one chunk in MB: ``memory_budget_mb``, else the backend's default (a backend
         "auto" not yet :meth:`resolved` counts as the host)."""
-        if self.memory_budget_mb is not None:
-            return self.memory_budget_mb
-        return DEFAULT_MEMORY_BUDGET_MB["device" if bk.is_device(self.backend) else "host"]
+        return default_budget_mb(self.backend) if self.memory_budget_mb is None else self.memory_budget_mb
 
     @property
     def dtype(self) -> type:

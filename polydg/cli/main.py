@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                     use_environment_threads()
                 args = build_parser().parse_args(argv)
                 quiet = args.quiet
+                from .outputs import summary_on_stdout
                 if comm is not None and comm.Get_size() > 1:
                     from ..distributed.watch import GuardedComm, RankWatch
                     from .inputs import Progress
@@ -119,12 +120,14 @@ def main(argv: list[str] | None = None) -> int:
 
                     watch = RankWatch(comm, args.timeout, line=failure_line).start()
                     use(guard, watch)
-                    run_distributed(args, GuardedComm(comm, watch), Progress(args.quiet))
+                    with summary_on_stdout(args):
+                        run_distributed(args, GuardedComm(comm, watch), Progress(args.quiet))
                 else:
                     use(guard)
                     from .steady import run
 
-                    run(args)
+                    with summary_on_stdout(args):
+                        run(args)
                 code = 0
             except BaseException as error:
                 if debug:  # the traceback, then the one line and its exit code as without --debug

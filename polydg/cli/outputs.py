@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager, redirect_stdout
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Callable
 
@@ -126,19 +128,35 @@ def write_summary_and_output(args: argparse.Namespace, say, space, result, x, su
 
 
 def write_json_summary(target: str, summary: dict) -> None:
-    """``--json PATH``: the summary written whole (beside, then renamed); ``--json -``: on standard output."""
+    """``--json PATH``: the summary written whole (beside, then renamed); ``--json -``: on standard output
+    (the one :func:`summary_on_stdout` kept)."""
     from ..report import json_text, write_json
 
     if target == STANDARD_OUTPUT:
-        sys.stdout.write(json_text(summary))
-        sys.stdout.flush()
+        out = _SUMMARY_OUT.get() or sys.stdout
+        out.write(json_text(summary))
+        out.flush()
     else:
         write_file(target, lambda path: write_json(path, summary))
 
 
-def table_stream(args: argparse.Namespace):
-    """Where the paper-style table goes: standard output, or standard error where ``--json -`` has it."""
-    return sys.stderr if getattr(args, "json", None) == STANDARD_OUTPUT else sys.stdout
+#: standard output while :func:`summary_on_stdout` sends the rest to standard error
+_SUMMARY_OUT: ContextVar = ContextVar("summary_out", default=None)
+
+
+@contextmanager
+def summary_on_stdout(args: argparse.Namespace):
+    """With ``--json -``, the run's standard output is the summary alone, so that it parses: everything else
+    the run prints there (the table, a problem file's or a solver's own lines) goes to standard error."""
+    if getattr(args, "json", None) != STANDARD_OUTPUT:
+        yield
+        return
+    token = _SUMMARY_OUT.set(sys.stdout)
+    try:
+        with redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _SUMMARY_OUT.reset(token)
 
 
 def report(args: argparse.Namespace, opts: RunOptions, say, space, problem, result, timings: dict,
@@ -151,9 +169,9 @@ def report(args: argparse.Namespace, opts: RunOptions, say, space, problem, resu
     summary = summarise(args, opts, space, problem, result, timings, solved, extra)
     write_summary_and_output(args, say, space, result, x, summary, solve_info, sample=sample)
     if not args.quiet:
-        print(format_table(summary), file=table_stream(args))
+        print(format_table(summary))
     return summary
 
 
 __all__ = ["check_targets", "output_files", "planned_names", "rank_rows_writer", "report", "summarise",
-           "table_stream", "write_json_summary", "write_output", "write_summary_and_output"]
+           "summary_on_stdout", "write_json_summary", "write_output", "write_summary_and_output"]

@@ -20,7 +20,7 @@ from ..jit import compile_watch
 from .inputs import build_mesh, check_memory_early, check_options, chunk_progress, load_run_problem, \
     quadrature_simplices
 from .content import solution_sample
-from .outputs import (check_targets, planned_names, rank_rows_writer, summarise, table_stream, write_json_summary,
+from .outputs import (check_targets, planned_names, rank_rows_writer, summarise, write_json_summary,
                       write_summary_and_output)
 from .nonlinear import check_nonlinear_options
 from .spacetime import check_space_time_options, run_space_time
@@ -149,7 +149,7 @@ def _run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     if root and not args.quiet:
         from ..report import format_table
 
-        print(format_table(summary), file=table_stream(args))
+        print(format_table(summary))
     return summary
 
 

@@ -25,7 +25,7 @@ from ..mesh.quadrature_simplices import DEFAULT_QUADRATURE_SIMPLICES
 from ..problem import Problem
 from .inputs import RunOptions
 from .content import compilation_summary, run_pictures, with_compilation
-from .outputs import table_stream, write_summary_and_output
+from .outputs import write_summary_and_output
 from .progress import activity
 from .targets import OutputDirectory
 
@@ -156,15 +156,14 @@ def run_space_time(args: argparse.Namespace, opts: RunOptions, problem: Problem,
             target.discard(target.staging)
         raise
     if not args.quiet:
-        out = table_stream(args)
-        print(format_table(summary), file=out)
+        print(format_table(summary))
         loads = assembled.count("load")
         print(f"\n{summary['slabs']} slabs of (0, {final_time:g}), table above: slab {table_slab + 1}; matrix "
               f"assembled in {assembled.count('matrix+load')} slab{'s' if assembled.count('matrix+load') != 1 else ''}"
               f"{f', the load alone in {loads}' if loads else ''}; all slabs: "
               f"assembly {totals.get('total_assembly', 0.0):.4f} s, bottom load {totals.get('trace', 0.0):.4f} s, "
               f"solve {totals.get('solve', 0.0):.4f} s ({result.info['factorisations']} factorisation"
-              f"{'s' if result.info['factorisations'] != 1 else ''}), total {totals.get('slab', 0.0):.4f} s", file=out)
+              f"{'s' if result.info['factorisations'] != 1 else ''}), total {totals.get('slab', 0.0):.4f} s")
     return summary
 
 

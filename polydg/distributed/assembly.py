@@ -226,11 +226,14 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
             sigma = part_face_penalty(part, a_local, options.penalty)
 
     with collective_phase(comm):
+        given_budget = options.memory_budget_mb
         options = options.resolved()
     with collective_phase(comm):  # the GPU backend: rank r of a node on GPU r mod (GPUs on the node)
         device = bind_rank_device(comm, options.backend)  # its first step a collective (the node's ranks)
         if bk.is_device(options.backend):
             options = options.replace(to_host=True)  # the rank's rows are relabelled and gathered on the host
+            if given_budget is None:  # a GPU's default chunk, shared by the node's ranks on that GPU
+                options = options.replace(memory_budget_mb=options.budget_mb / device["device_ranks"])
     if say is not None and rank == root and bk.is_device(options.backend):
         say(f"backend {options.backend}: rank r uses GPU r mod (GPUs on its node); rank 0: {device['device']}")
 

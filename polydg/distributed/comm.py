@@ -55,27 +55,30 @@ def node_local_rank(comm) -> tuple[int, int]:
         node.Free()
 
 
-#: the device this process was bound to by :func:`bind_rank_device`: (backend, index, description)
-_BOUND: tuple[str, int, str] | None = None
+#: the device this process was bound to by :func:`bind_rank_device`: backend, index, description, node's ranks on it
+_BOUND: tuple[str, int, str, int] | None = None
 
 
 def bind_rank_device(comm, backend: str) -> dict:
     """Bind this rank to its GPU, rank r on a node to GPU r mod (GPUs on the node), once per process.
 
-    Returns ``{"device_index", "device", "node_rank", "node_ranks"}`` (the
-    index is -1 on the CPU).  A collective call (the node's communicator is
-    split).  A second call in the same process keeps the first binding.
+    Returns ``{"device_index", "device", "node_rank", "node_ranks", "device_ranks"}`` (the
+    index is -1 on the CPU; ``device_ranks``: the node's ranks on this rank's GPU, 1 on the CPU).  A
+    collective call (the node's communicator is split).  A second call in the same process keeps the first
+    binding.
     """
     from .. import backend as bk
 
     global _BOUND
     local, on_node = node_local_rank(comm)
     if not bk.is_device(backend):
-        return {"device_index": -1, "device": "cpu", "node_rank": local, "node_ranks": on_node}
+        return {"device_index": -1, "device": "cpu", "node_rank": local, "node_ranks": on_node, "device_ranks": 1}
     if _BOUND is None or _BOUND[0] != backend:
-        index = bk.device_for_rank(local, bk.device_count(backend))
-        _BOUND = (backend, index, bk.use_device(index, backend))
-    return {"device_index": _BOUND[1], "device": _BOUND[2], "node_rank": local, "node_ranks": on_node}
+        devices = bk.device_count(backend)
+        index = bk.device_for_rank(local, devices)
+        _BOUND = (backend, index, bk.use_device(index, backend), bk.ranks_on_device(local, on_node, devices))
+    return {"device_index": _BOUND[1], "device": _BOUND[2], "node_rank": local, "node_ranks": on_node,
+            "device_ranks": _BOUND[3]}
 
 
 def share_the_cores(comm) -> int:

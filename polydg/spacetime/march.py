@@ -60,6 +60,7 @@ import numpy as np
 
 from .. import backend as bk
 from ..assembly import AssemblyOptions, AssemblyScope, Workspace, assemble
+from ..assembly.memory import chunk_budget_mb
 from ..assembly.options import assembly_options
 from ..basis import BASES
 from ..errors import OptionError
@@ -287,8 +288,9 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         autonomous = kept.constant and load_data_constant(problem)
     # (ranks' assemblies come to rank 0's host, and so do those with to_host)
     on_device = bk.is_device(backend) and not options.to_host and assembler is None
-    state = SlabState(backend if on_device else "numpy", problem, rule, bottom_rule, top_rule, offsets, pmax + 2,
-                      with_errors, options.budget_mb)
+    state_backend = backend if on_device else "numpy"  # the budget of where the state lives
+    state = SlabState(state_backend, problem, rule, bottom_rule, top_rule, offsets, pmax + 2, with_errors,
+                      chunk_budget_mb(options.replace(backend=state_backend)))
 
     if problem.nonlinear:
         from ..nonlinear import NonlinearOptions
