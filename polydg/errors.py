@@ -98,6 +98,11 @@ class CompilationWarning(PolyDGWarning):
     ``warnings.filterwarnings("ignore", category=polydg.errors.CompilationWarning)``."""
 
 
+class ProblemWarning(PolyDGWarning):
+    """A problem was taken, but something in it looks unintended (an attribute like a coefficient's name that
+    is not read, an operator that is zero)."""
+
+
 class MeshWarning(PolyDGWarning):
     """A mesh file was read, but its reader complained about it (e.g. a block not closed)."""
 

@@ -41,19 +41,22 @@ class DGSpace:
         if not isinstance(mesh, PolytopicMesh):
             raise OptionError(f"DGSpace takes a PolytopicMesh, got {type(mesh).__name__}: make one of a fine mesh by "
                               "polydg.partition.agglomerate(fine, n) or polydg.mesh.build_polytopic_mesh(fine) (each "
-                              "cell an element)")
+                              "cell an element, or each polygon of a polygon mesh file, as polydg.mesh.load_mesh "
+                              "reads it)")
         self.mesh = mesh
         self.basis = basis
         deg = np.asarray(degree)
+        whole = np.issubdtype(deg.dtype, np.integer) or (
+            np.issubdtype(deg.dtype, np.floating) and bool(np.all(deg == np.round(deg))))
+        if deg.dtype == np.bool_ or not whole:  # 2.5 is not read as 2, nor True as 1
+            shown = repr(degree) if deg.ndim == 0 else f"an array of {deg.dtype}"
+            raise OptionError(f"polynomial degrees must be integers, got {shown}")
         if deg.ndim == 0:
             deg = np.full(mesh.n_elements, int(deg), dtype=np.int64)
         if deg.shape != (mesh.n_elements,):
             raise OptionError(
                 f"degree array has shape {deg.shape}, expected ({mesh.n_elements},) (one per element)"
             )
-        if not np.issubdtype(deg.dtype, np.integer):
-            if not np.all(deg == np.round(deg)):
-                raise OptionError("polynomial degrees must be integers")
         deg = deg.astype(np.int64)
         if deg.min() < 0 or deg.max() > MAX_DEGREE:
             e = int(np.argmin(deg)) if deg.min() < 0 else int(np.argmax(deg))

@@ -40,6 +40,8 @@ import mpi_options_cases as cases  # noqa: E402
     ({"memory_budget_mb": float("inf")}, "memory budget must be a positive finite number, got inf MB"),
     ({"backend": "opencl"}, "unknown backend 'opencl'; choose one of numpy, cupy, auto"),
     ({"approach": "1", "backend": "cupy"}, "approach '1' runs on the CPU only; on a GPU use approach 2, atomic, ordered or blocks"),
+    ({"precison": "single"}, "unknown assembly option 'precison' (did you mean 'precision'?); the options are "
+                             "approach, precision, penalty, penalty_kind, quadrature_extra, memory_budget_mb, backend, to_host"),
 ])
 def test_each_bad_value_is_one_line_naming_it(changes, message):
     for make in (lambda: AssemblyOptions(**changes), lambda: AssemblyOptions().replace(**changes)):

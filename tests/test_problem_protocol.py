@@ -366,3 +366,44 @@ def test_every_old_import_still_works():
     kernel = polydg.problem._paper_source
     assert kernel.targetoptions["nogil"] and kernel._cache.__class__.__name__ != "NullCache"
     assert len(kernel.signatures) == 1
+
+
+def test_an_attribute_spelt_like_a_coefficient_is_named_in_a_warning():
+    """A misspelt coefficient ("diffusoin") is not read, so it would be zero without a word: the adapter warns
+    with the name it is close to; attributes far from any (helpers, imports) pass quietly."""
+    from polydg.errors import ProblemWarning
+
+    class Duck:
+        def diffusoin(self, x):
+            return 1.0 + x[:, 0]
+
+        def source(self, x):
+            return np.ones(len(x))
+
+        def helper(self, x):  # far from every name: no warning
+            return x
+
+    with pytest.warns(ProblemWarning) as caught:
+        problem = as_problem(Duck(), 2)
+    assert [str(w.message) for w in caught] == [
+        "as_problem: the object is a Duck with an attribute 'diffusoin' that is not read (did you mean 'diffusion'?)"]
+    assert not problem.has_diffusion
+    with pytest.warns(ProblemWarning, match="problem 'Duck' has no diffusion, advection or reaction"):
+        result = assemble(SPACE, problem)  # and its matrix is zero: said too
+    assert result.matrix.nnz == 0 or not result.matrix.data.any()
+
+
+def test_a_problem_read_quietly_when_every_attribute_is_one_it_knows():
+    import warnings
+
+    class Fine:
+        diffusion = 1.0
+        name = "fine"
+
+        def source(self, x):
+            return np.ones(len(x))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning of any kind
+        assemble(SPACE, as_problem(Fine(), 2))
+        assemble(SPACE, Problem("load only", source=1.0), matrix=False)  # no matrix asked: nothing to say

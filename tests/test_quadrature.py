@@ -315,3 +315,18 @@ def test_a_rule_past_its_size_limits_is_one_line_before_anything_is_allocated():
             simplex_rule(d, q) if d > 1 else gauss_line_rule(q)
     with pytest.raises(OptionError, match="polynomial degree must be from 0 to 1000, got 5000 on element 0"):
         DGSpace(build_polytopic_mesh(from_spec("square:1")), 5000)
+
+
+@pytest.mark.parametrize("degree, shown", [(2.5, "2.5"), (True, "True"), ("2", "'2'"), (float("nan"), "nan"),
+                                           (np.full(2, 1.7), "an array of float64")])
+def test_a_degree_that_is_not_a_whole_number_is_refused_not_truncated(degree, shown):
+    from polydg.mesh import build_polytopic_mesh, from_spec
+    from polydg.space import DGSpace
+
+    mesh = build_polytopic_mesh(from_spec("square:1"))
+    if np.ndim(degree):
+        degree = np.full(mesh.n_elements, degree[0])
+    with pytest.raises(OptionError) as caught:
+        DGSpace(mesh, degree)
+    assert str(caught.value) == f"polynomial degrees must be integers, got {shown}"
+    assert DGSpace(mesh, 2.0).max_degree == 2 and DGSpace(mesh, np.full(mesh.n_elements, 3.0)).min_degree == 3

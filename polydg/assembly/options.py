@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -206,6 +207,18 @@ class AssemblyOptions:
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(AssemblyOptions))
+
+
+def _named_fields_first(made):
+    """The dataclass' ``__init__``, refusing an unknown keyword in one line (with a "did you mean") as
+    :func:`assembly_options` does, instead of Python's bare TypeError."""
+    def __init__(self, *args, **choices):
+        made(self, *args, **_checked_names(choices))
+
+    return functools.wraps(made)(__init__)
+
+
+AssemblyOptions.__init__ = _named_fields_first(AssemblyOptions.__init__)
 #: keywords that were options of ``assemble()`` once, and where they went
 _MOVED = {name: f"pass scope=AssemblyScope({name}=...) (polydg.assembly.AssemblyScope)"
           for name in ("elements", "face_penalty", "face_penalty_scale", "column_numbering", "load_boundary_faces")}

@@ -176,8 +176,10 @@ def solve_iteration(system, u0: np.ndarray, options: NonlinearOptions | None = N
             raise NonlinearError(
                 f"{name} did not converge in {options.max_iterations} iterations: residual {r:.3e} (started at "
                 f"{r0:.3e}, asked {max(options.rtol * r0, options.atol):.1e}); try "
-                + ("--nonlinear picard, a closer initial guess or more --max-iterations" if newton
-                   else "--nonlinear newton or more --max-iterations"))
+                + ("Picard (method='picard', --nonlinear picard), a closer initial guess or more iterations "
+                   "(max_iterations, --max-iterations)" if newton
+                   else "Newton (method='newton', --nonlinear newton) or more iterations (max_iterations, "
+                        "--max-iterations)"))
     result.solution = u
     result.face_penalty = lin.face_penalty
     result.last = lin
@@ -200,4 +202,5 @@ def _penalty_settled(lin, sigma, options: NonlinearOptions) -> bool:
 def _check_finite(r: float, name: str, k: int, r0: float) -> None:
     if not np.isfinite(r) or (r0 > 0 and r > 1e12 * r0):
         raise NonlinearError(f"{name} diverged at iteration {k}: residual {r:.3e} (started at {r0:.3e}); try a "
-                             f"damped start (line search), --nonlinear picard or a closer initial guess")
+                             f"damped start (line search), Picard (method='picard', --nonlinear picard) or a closer "
+                             "initial guess")

@@ -7,13 +7,15 @@ import polydg to define a problem; anything else is one line naming the type and
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import types
+import warnings
 from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import ProblemError
+from ..errors import ProblemError, ProblemWarning
 from .contract import COEFFICIENTS, DERIVATIVES, Problem, _one_line, _wrong_kind
 
 #: what a plain object may carry besides the coefficients, and what each must be
@@ -90,7 +92,26 @@ def _from_attributes(obj: Any, owner: str) -> Problem:
     if "name" not in fields:
         # a module's own name; for anything else the class says what it is
         fields["name"] = obj.__name__ if isinstance(obj, types.ModuleType) else type(obj).__name__
+    _warn_of_near_names(obj, owner)
     return Problem(**fields)
+
+
+#: every attribute a plain object's problem is read from
+_READ = frozenset(_PROTOCOL + DERIVATIVES + tuple(_SETTINGS) + ("dim",))
+
+
+def _warn_of_near_names(obj: Any, owner: str) -> None:
+    """Warn (:class:`~polydg.errors.ProblemWarning`) of each public attribute of ``obj`` that is not read but is
+    spelt like one that is ("diffusoin"): a misspelt coefficient would otherwise be zero without a word."""
+    try:
+        names = [n for n in dir(obj) if not n.startswith("_") and n not in _READ]
+    except Exception:  # an object whose dir() fails: nothing to compare
+        return
+    for name in names:
+        close = difflib.get_close_matches(name, _READ, n=1, cutoff=0.8)
+        if close:
+            warnings.warn(f"{owner} with an attribute {name!r} that is not read (did you mean {close[0]!r}?)",
+                          ProblemWarning, stacklevel=4)
 
 
 def _run_plain(function: Callable[[], Any], failed: Callable[[BaseException], str]) -> Any:
