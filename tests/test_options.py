@@ -33,6 +33,8 @@ import mpi_options_cases as cases  # noqa: E402
     ({"penalty_kind": "papr"}, "unknown penalty kind 'papr'; choose one of paper, classical"),
     ({"penalty": 0}, "penalty constant must be positive, got 0.0"),
     ({"penalty": "ten"}, "penalty constant must be positive, got 'ten'"),
+    ({"penalty": "10"}, "penalty constant must be positive, got '10'"),
+    ({"memory_budget_mb": True}, "memory budget must be a positive finite number, got True MB"),
     ({"quadrature_extra": -1}, "quadrature extra degree must be from 0 to 1000, got -1"),
     ({"quadrature_extra": 10**5}, "quadrature extra degree must be from 0 to 1000, got 100000"),
     ({"quadrature_extra": 1.5}, "quadrature extra degree must be an integer >= 0, got 1.5"),

@@ -174,9 +174,10 @@ def test_space_time_and_initial_are_stored():
     assert Problem("plain").space_time is False and Problem("plain").initial is None
     with pytest.raises(ProblemError, match=r"^problem 'st': space_time must be a bool, got int$"):
         Problem("st", space_time=1)
-    with pytest.raises(ProblemError) as e:
-        Problem("st", initial="u0")
-    assert str(e.value) == "problem 'st': initial must be a callable, a number or an array, got str"
+    for text in ("u0", "1.0"):  # a number written as text is no number either
+        with pytest.raises(ProblemError) as e:
+            Problem("st", initial=text)
+        assert str(e.value) == "problem 'st': initial must be a callable, a number or an array, got str"
 
 
 class _Bad:

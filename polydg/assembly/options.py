@@ -296,7 +296,10 @@ def default_options(**choices: Any) -> Iterator[AssemblyOptions]:
 
 
 def _number(value: Any, message: str, unit: str = "") -> float:
+    """``value`` as a float: a number, not text ("10") or a bool, which ``float`` would take too."""
     try:
+        if isinstance(value, (str, bytes, bool, np.bool_)):
+            raise TypeError
         return float(value)
     except (TypeError, ValueError):
         raise OptionError(f"{message}, got {value!r}{' ' + unit if unit else ''}") from None

@@ -164,6 +164,8 @@ def _wrong_kind(name: str, value: Any) -> str | None:
         if isinstance(value, (bool, np.bool_)):
             return None
         return f"must be a callable, a bool or None, got {type(value).__name__}"
+    if isinstance(value, (str, bytes)) or (isinstance(value, np.ndarray) and value.dtype.kind in "SU"):
+        return f"must be a callable, a number or an array, got {type(value).__name__}"  # "1.0" is no number
     try:
         array = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
