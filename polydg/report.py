@@ -89,8 +89,10 @@ def format_table(summary: dict) -> str:
     """The paper-style table: seconds and seconds per million dofs, then the errors."""
     dofs = summary["dofs"]
     t = summary["timings"]
+    d = summary["dimension"]
+    shape = f"{d - 1}D + 1 (a slab)" if "slabs" in summary else f"{d}D"  # a march's table is a slab's
     lines = [
-        f"mesh {summary.get('mesh')}: {summary['dimension']}D, {summary['elements']:,} elements, "
+        f"mesh {summary.get('mesh')}: {shape}, {summary['elements']:,} elements, "
         f"{summary['sub_elements']:,} sub-simplices, {summary['interior_faces']:,} interior faces on "
         f"{summary['interfaces']:,} interfaces, {summary['boundary_faces']:,} boundary faces",
         f"problem {summary.get('problem')}: degree {summary['degree']['min']}..{summary['degree']['max']}, "

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .basis import BASES, basis_indices, basis_size, total_degree
-from .errors import OptionError
+from .errors import OptionError, PolyDGWarning
 from .mesh.polytopic import PolytopicMesh
 
 
 #: the largest polynomial degree (its quadrature, exact to 2p + 1, would pass quadrature.MAX_LINE_POINTS)
 MAX_DEGREE = 1000
+#: above this degree a space warns: the basis, orthonormal on each element's bounding box but not on the
+#: element, conditions the system so badly that round-off, not the discretisation, bounds the error in double
+#: precision (docs/performance.md, "Figures behind the code's choices")
+WELL_CONDITIONED_DEGREE = 10
 
 
 class DGSpace:
@@ -62,6 +68,10 @@ class DGSpace:
             e = int(np.argmin(deg)) if deg.min() < 0 else int(np.argmax(deg))
             raise OptionError(f"polynomial degree must be from 0 to {MAX_DEGREE}, got {int(deg[e])} on element {e}")
         self.degree = deg
+        if int(deg.max()) > WELL_CONDITIONED_DEGREE:
+            warnings.warn(f"degree {int(deg.max())}: above about p = {WELL_CONDITIONED_DEGREE} the basis (Legendre on "
+                          "each element's bounding box) conditions the system so that round-off, not the "
+                          "discretisation, bounds the error, which grows with p", PolyDGWarning, stacklevel=2)
         d = mesh.dim
         table = np.array([basis_size(p, d, basis) for p in range(int(deg.max()) + 1)], dtype=np.int64)
         self.element_dofs = table[deg]

@@ -22,6 +22,20 @@ def test_lines_without_a_terminal():
     assert text.count("\n") == 2 and text.startswith("[")
 
 
+def test_many_chunks_without_a_terminal_say_a_few_lines():
+    """A tiny memory budget's hundreds of chunks: the first and last chunk of each stage, and a line at most
+    every CHUNK_LINE_SECONDS between, not one per chunk (a batch job's log)."""
+    out = io.StringIO()
+    say = Progress(False, stream=out)
+    for stage in ("element kernel", "interior kernel"):
+        for done in range(1, 501):
+            say.chunks(stage, done, 500)
+    lines = out.getvalue().splitlines()
+    assert [line.split("] ")[1] for line in lines] == [
+        "  element kernel: chunk 1/500", "  element kernel: chunk 500/500",
+        "  interior kernel: chunk 1/500", "  interior kernel: chunk 500/500"]
+
+
 def test_quiet_says_nothing_and_shows_no_bar():
     out = io.StringIO()
     say = Progress(True, stream=out, bars=True)

@@ -326,3 +326,17 @@ print(json.dumps({{"solvers": [info["solver"] for info in runs], "residuals": [i
     info = json.loads(out.stdout.strip().splitlines()[-1])
     assert info["loaded"] == []
     assert info["solvers"] == ["gmres(50)+amg"] and max(info["residuals"]) <= 1e-10
+
+
+def test_a_degree_beyond_the_measured_ones_is_named_as_it_is():
+    """The crossover of a p = 8 space is the highest measured degree's, and the reason says so instead of
+    calling the space p = 3."""
+    from polydg.mesh import build_polytopic_mesh, unit_square
+    from polydg.solve.choice import estimate
+    from polydg.space import DGSpace
+
+    mesh = build_polytopic_mesh(unit_square(2))
+    high, measured = DGSpace(mesh, 8), DGSpace(mesh, 2)
+    assert estimate(high.n_dofs, 60 * high.n_dofs, True, space=high).label == \
+        "2D p = 8 (as p = 3, the highest degree measured), symmetric"
+    assert estimate(measured.n_dofs, 20 * measured.n_dofs, False, space=measured).label == "2D p = 2, nonsymmetric"

@@ -75,12 +75,13 @@ def write_output(directory: Path | OutputDirectory, space, result, x, summary, f
 
 def rank_rows_writer(result) -> Callable[[Path], None]:
     """The writer of ``rows-rank<R>.npz``: the rank's rows in the rank numbering (data, indices, indptr,
-    shape, row_range, dofs = the single-process number of each row, rhs)."""
+    shape, row_range, dofs = the single-process number of each row, rhs), with ``format`` as
+    ``scipy.sparse.save_npz`` writes it, so that ``scipy.sparse.load_npz`` reads the rows as a CSR matrix."""
     def write(path: Path) -> None:
         m = result.matrix
         with open(path, "wb") as fh:
-            np.savez(fh, data=m.data, indices=m.indices, indptr=m.indptr, shape=np.array(m.shape),
-                     row_range=np.array(result.row_range), dofs=result.dofs, rhs=result.rhs)
+            np.savez(fh, format=np.array(b"csr"), data=m.data, indices=m.indices, indptr=m.indptr,
+                     shape=np.array(m.shape), row_range=np.array(result.row_range), dofs=result.dofs, rhs=result.rhs)
     return write
 
 

@@ -23,6 +23,9 @@ from .signals import check as check_interrupt
 
 #: seconds a stage runs before its bar or spinner shows
 DELAY = 3.0
+#: without bars, the least seconds between two chunk lines of a stage besides its first and last chunk's (a
+#: tiny memory budget's hundreds of chunks must not flood a batch job's log)
+CHUNK_LINE_SECONDS = 5.0
 
 
 def rich_available() -> bool:
@@ -57,6 +60,7 @@ class Progress:
         self._live = None  # (rich Live, rich Progress) while a display is up
         self._chunk_task = None
         self._activities = 0
+        self._chunk_said: dict[str, float] = {}  # without bars: when each stage's last chunk line was said
 
     def __call__(self, message: str, file: IO | None = None) -> None:
         """Say ``message``; ``file`` (a stream other than the run's) bypasses the live display.  A point where
@@ -80,12 +84,16 @@ class Progress:
     # -- the assembly's chunks
 
     def chunks(self, stage: str, done: int, total: int) -> None:
-        """The assembly's ``progress(stage, done, total)``: a bar on a terminal, else a line per chunk of
-        assemblies of several chunks."""
+        """The assembly's ``progress(stage, done, total)``: a bar on a terminal, else, for assemblies of several
+        chunks, a line for a stage's first and last chunk and at most one every :data:`CHUNK_LINE_SECONDS`
+        between."""
         if total <= 1 or self.quiet:
             return
         if not self.bars:
-            self(f"  {stage}: chunk {done}/{total}")
+            now = time.perf_counter()
+            if done in (1, total) or now - self._chunk_said.get(stage, -float("inf")) >= CHUNK_LINE_SECONDS:
+                self._chunk_said[stage] = now
+                self(f"  {stage}: chunk {done}/{total}")
             return
         progress = self._progress()
         if self._chunk_task is None:

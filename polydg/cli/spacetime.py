@@ -162,9 +162,20 @@ def run_space_time(args: argparse.Namespace, opts: RunOptions, problem: Problem,
               f"assembled in {assembled.count('matrix+load')} slab{'s' if assembled.count('matrix+load') != 1 else ''}"
               f"{f', the load alone in {loads}' if loads else ''}; all slabs: "
               f"assembly {totals.get('total_assembly', 0.0):.4f} s, bottom load {totals.get('trace', 0.0):.4f} s, "
-              f"solve {totals.get('solve', 0.0):.4f} s ({result.info['factorisations']} factorisation"
-              f"{'s' if result.info['factorisations'] != 1 else ''}), total {totals.get('slab', 0.0):.4f} s")
+              f"solve {totals.get('solve', 0.0):.4f} s ({_solves(summary, result.info)}), "
+              f"total {totals.get('slab', 0.0):.4f} s")
     return summary
+
+
+def _solves(summary: dict, info: dict) -> str:
+    """How the march's slabs were solved, for its last line: Newton's or Picard's iterations (a nonlinear
+    problem, each iterate its own solve), else the direct solve's factorisations."""
+    nonlinear = summary.get("nonlinear")
+    if nonlinear:
+        steps = sum(nonlinear.get("iterations_per_slab", []))
+        return f"{nonlinear.get('method', 'newton')}: {steps} iteration{'s' if steps != 1 else ''}"
+    count = info["factorisations"]
+    return f"{count} factorisation{'s' if count != 1 else ''}"
 
 
 __all__ = ["DEFAULT_FINAL_TIME", "check_space_time_options", "parse_local_steps", "run_space_time"]

@@ -118,8 +118,9 @@ def solve_and_say(result, method: str, space, say, problem=None, options=None) -
         x = to_host(x)  # a device solution copied to the host once (errors, output)
         if np.isfinite(x).all() and np.isfinite(solve_info.get("residual", 0.0)):
             where = " on the device" if solve_info.get("device") else ""
-            say(f"solved{where} ({solve_info.get('solver')}) in {solve_info['seconds']:.3f} s, "
-                f"residual {solve_info.get('residual', 0.0):.2e}")
+            steps = solve_info.get("iterations")
+            say(f"solved{where} ({solve_info.get('solver')}) in {solve_info['seconds']:.3f} s"
+                f"{'' if steps is None else f', {steps} iterations'}, residual {solve_info.get('residual', 0.0):.2e}")
             return x, solve_info
         what = "solution" if not np.isfinite(x).all() else "residual"
         failure = NonFiniteError(f"the solve ({solve_info.get('solver')}) gave a non-finite {what}")

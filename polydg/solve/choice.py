@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .system import shape_of
 
 #: accepted values of ``solve(..., method=)``
@@ -67,6 +69,7 @@ class Estimate:
     nnz: int
     symmetric: bool
     shape_known: bool  #: False when dimension and degree were guessed from the entries per row
+    space_degree: int | None = None  #: the space's (mean) degree where it lies outside the table's
 
     @property
     def crossover(self) -> int:
@@ -87,6 +90,8 @@ class Estimate:
     def label(self) -> str:
         """``"3D p = 2, nonsymmetric"``; a guessed shape says so."""
         shape = f"{self.dim}D p = {self.degree}"
+        if self.space_degree is not None and self.space_degree != self.degree:
+            shape = f"{self.dim}D p = {self.space_degree} (as p = {self.degree}, the highest degree measured)"
         if not self.shape_known:
             shape += f" (guessed from {self.nnz / max(self.dofs, 1):.0f} entries per row)"
         return f"{shape}, {'symmetric' if self.symmetric else 'nonsymmetric'}"
@@ -96,7 +101,9 @@ def estimate(n: int, nnz: int, symmetric: bool, space: Any = None, block_sizes: 
     """The table's :class:`Estimate` of a system of ``n`` dofs and ``nnz`` entries (the shape from
     ``space`` or ``block_sizes`` when given)."""
     dim, degree, elements, known = shape_of(n, nnz, space, block_sizes)
-    return Estimate(dim, degree, elements, int(n), int(nnz), bool(symmetric), known)
+    own = getattr(space, "degree", None)
+    own = None if own is None else int(np.round(np.mean(own)))
+    return Estimate(dim, degree, elements, int(n), int(nnz), bool(symmetric), known, own)
 
 
 def free_memory_bytes() -> int | None:
