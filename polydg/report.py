@@ -31,6 +31,7 @@ DETAIL_ROWS = (
     ("  penalty", "penalty"),
     ("  partition (ranks)", "partition"),
     ("  distribute (ranks)", "distribute"),
+    ("  gather (ranks)", "gather"),
 )
 
 
@@ -106,7 +107,7 @@ def format_table(summary: dict) -> str:
     for label, key in TABLE_ROWS[:7]:
         lines.append(f"{label:22}{t[key]:12.4f}{t[key] * per:12.4f}")
     for label, key in DETAIL_ROWS:
-        if key in ("partition", "distribute") and summary.get("ranks", 1) == 1:
+        if key in ("partition", "distribute", "gather") and summary.get("ranks", 1) == 1:
             continue
         if key == "iterate" and "nonlinear" not in summary:
             continue

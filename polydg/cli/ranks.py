@@ -114,6 +114,8 @@ def _run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
 
             gathered = AssemblyResult(_NnzOnly(sum(r["nnz"] for r in result.info["per_rank"])), np.zeros(0),
                                       np.zeros(0), result.info)
+    if root and gathered.info.get("gather_seconds") is not None:  # said when it happened: before the solve
+        say(f"gathered the matrix on rank 0 in {gathered.info['gather_seconds']:.3f} s")
     solved = None
     if opts.method:  # rank 0 solves; the ranks compute the errors, each its part
         x, solve_info = None, None
@@ -129,6 +131,8 @@ def _run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
         timings = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
         for key in ("partition", "distribute"):  # done once, by the first run
             timings[key] = runs[0][key]
+        if gathered.info.get("gather_seconds") is not None:  # the matrix to rank 0, for the solve or the output
+            timings["gather"] = gathered.info["gather_seconds"]
         info = result.info
         extra = {
             "ranks": size,
@@ -137,8 +141,6 @@ def _run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
             "per_rank": info["per_rank"],
             "threads_per_rank": _threads(),
         }
-        if gathered.info.get("gather_seconds") is not None:
-            say(f"gathered the matrix on rank 0 in {gathered.info['gather_seconds']:.3f} s")
         summary = summarise(args, opts, space, problem, gathered, timings, solved, extra)
     if args.no_gather:
         _write_rank_rows(args, comm, result, summary, tell)

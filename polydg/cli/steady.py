@@ -118,7 +118,7 @@ def solve_and_say(result, method: str, space, say, problem=None, options=None) -
         x = to_host(x)  # a device solution copied to the host once (errors, output)
         if np.isfinite(x).all() and np.isfinite(solve_info.get("residual", 0.0)):
             where = " on the device" if solve_info.get("device") else ""
-            steps = solve_info.get("iterations")
+            steps = solve_info.get("iterations") if solve_info.get("method") == "iterative" else None
             say(f"solved{where} ({solve_info.get('solver')}) in {solve_info['seconds']:.3f} s"
                 f"{'' if steps is None else f', {steps} iterations'}, residual {solve_info.get('residual', 0.0):.2e}")
             return x, solve_info
