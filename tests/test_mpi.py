@@ -211,7 +211,8 @@ def test_command_line_on_two_ranks_writes_the_one_process_files(tmp_path):
     assert two.returncode == 0, two.stderr
     s1, s2 = _same_output_files(tmp_path / "one", tmp_path / "two")
     # the errors are summed by the ranks, each its part: equal to round-off
-    assert s1["errors"].keys() == s2["errors"].keys() and s1["ranks"] == 1 and s2["ranks"] == 2
+    assert list(s1["errors"]) == list(s2["errors"]) == ["l2", "h1", "dg"] and s1["ranks"] == 1 and s2["ranks"] == 2
+    assert s2["timings"]["gather"] > 0 == s1["timings"].get("gather", 0.0)  # the matrix to rank 0: its own row
     for key, value in s1["errors"].items():
         assert abs(s2["errors"][key] - value) <= 1e-12 * value
     assert len(s2["timings_per_rank"]) == 2 and s2["balance"]["nnz"] >= 1.0
