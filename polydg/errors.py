@@ -103,8 +103,26 @@ class ProblemWarning(PolyDGWarning):
     is not read, an operator that is zero)."""
 
 
+class ConditioningWarning(PolyDGWarning):
+    """A space of so high a degree that round-off, not the discretisation, bounds its error (:class:`DGSpace`)."""
+
+
 class MeshWarning(PolyDGWarning):
     """A mesh file was read, but its reader complained about it (e.g. a block not closed)."""
+
+
+def warn_user(message: str, category: type[Warning]) -> None:
+    """Warn with ``category``, the warning placed at the first caller outside polydg (the user's line, however
+    deep inside polydg the cause was found)."""
+    import os
+    import sys
+    import warnings
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 2  # warnings.warn's stacklevel 2: this function's caller
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 def one_line(text: object) -> str:

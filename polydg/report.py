@@ -109,6 +109,8 @@ def format_table(summary: dict) -> str:
     for label, key in DETAIL_ROWS:
         if key in ("partition", "distribute", "gather") and summary.get("ranks", 1) == 1:
             continue
+        if key == "gather" and not t.get(key):  # ranks that kept their rows (no solve, no output, --no-gather)
+            continue
         if key == "iterate" and "nonlinear" not in summary:
             continue
         lines.append(f"{label:22}{t[key]:12.4f}{t[key] * per:12.4f}")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from .basis import BASES, basis_indices, basis_size, total_degree
-from .errors import OptionError, PolyDGWarning
+from .errors import ConditioningWarning, OptionError, warn_user
 from .mesh.polytopic import PolytopicMesh
 
 
@@ -17,6 +15,7 @@ MAX_DEGREE = 1000
 #: element, conditions the system so badly that round-off, not the discretisation, bounds the error in double
 #: precision (docs/performance.md, "Figures behind the code's choices")
 WELL_CONDITIONED_DEGREE = 10
+_WARNED_DEGREES: set[int] = set()
 
 
 class DGSpace:
@@ -53,7 +52,7 @@ class DGSpace:
         self.basis = basis
         deg = np.asarray(degree)
         whole = np.issubdtype(deg.dtype, np.integer) or (
-            np.issubdtype(deg.dtype, np.floating) and bool(np.all(deg == np.round(deg))))
+            np.issubdtype(deg.dtype, np.floating) and bool(np.all(np.isfinite(deg) & (deg == np.round(deg)))))
         if deg.dtype == np.bool_ or not whole:  # 2.5 is not read as 2, nor True as 1
             shown = repr(degree) if deg.ndim == 0 else f"an array of {deg.dtype}"
             raise OptionError(f"polynomial degrees must be integers, got {shown}")
@@ -68,10 +67,11 @@ class DGSpace:
             e = int(np.argmin(deg)) if deg.min() < 0 else int(np.argmax(deg))
             raise OptionError(f"polynomial degree must be from 0 to {MAX_DEGREE}, got {int(deg[e])} on element {e}")
         self.degree = deg
-        if int(deg.max()) > WELL_CONDITIONED_DEGREE:
-            warnings.warn(f"degree {int(deg.max())}: above about p = {WELL_CONDITIONED_DEGREE} the basis (Legendre on "
-                          "each element's bounding box) conditions the system so that round-off, not the "
-                          "discretisation, bounds the error, which grows with p", PolyDGWarning, stacklevel=2)
+        if int(deg.max()) > WELL_CONDITIONED_DEGREE and int(deg.max()) not in _WARNED_DEGREES:
+            _WARNED_DEGREES.add(int(deg.max()))  # once per process: not again for each slab or part of a run
+            warn_user(f"degree {int(deg.max())}: above about p = {WELL_CONDITIONED_DEGREE} the basis (Legendre on "
+                      "each element's bounding box) conditions the system so that round-off, not the "
+                      "discretisation, bounds the error, which grows with p", ConditioningWarning)
         d = mesh.dim
         table = np.array([basis_size(p, d, basis) for p in range(int(deg.max()) + 1)], dtype=np.int64)
         self.element_dofs = table[deg]

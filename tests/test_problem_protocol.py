@@ -384,10 +384,16 @@ def test_an_attribute_spelt_like_a_coefficient_is_named_in_a_warning():
         def helper(self, x):  # far from every name: no warning
             return x
 
+        def is_dirichlet(self, x, normal):  # a predicate helper, near "dirichlet": no warning either
+            return True
+
+        ndim = 2  # near "dim", a setting: no warning (only coefficients, which would be zero unsaid)
+
     with pytest.warns(ProblemWarning) as caught:
         problem = as_problem(Duck(), 2)
     assert [str(w.message) for w in caught] == [
         "as_problem: the object is a Duck with an attribute 'diffusoin' that is not read (did you mean 'diffusion'?)"]
+    assert caught[0].filename == __file__  # placed at the user's call, not inside polydg
     assert not problem.has_diffusion
     with pytest.warns(ProblemWarning, match="problem 'Duck' has no diffusion, advection or reaction"):
         result = assemble(SPACE, problem)  # and its matrix is zero: said too
@@ -396,6 +402,12 @@ def test_an_attribute_spelt_like_a_coefficient_is_named_in_a_warning():
 
 def test_a_problem_read_quietly_when_every_attribute_is_one_it_knows():
     import warnings
+
+    module = types.ModuleType("star_import")  # a problem file that did `from numpy import *` (ndim, extract, ...)
+    exec("from numpy import *\ndiffusion = 1.0\ndef source(x):\n    return ones(len(x))\n", module.__dict__)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        as_problem(module, 2)
 
     class Fine:
         diffusion = 1.0

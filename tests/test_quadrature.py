@@ -318,6 +318,7 @@ def test_a_rule_past_its_size_limits_is_one_line_before_anything_is_allocated():
 
 
 @pytest.mark.parametrize("degree, shown", [(2.5, "2.5"), (True, "True"), ("2", "'2'"), (float("nan"), "nan"),
+                                           (float("inf"), "inf"),
                                            (np.full(2, 1.7), "an array of float64")])
 def test_a_degree_that_is_not_a_whole_number_is_refused_not_truncated(degree, shown):
     from polydg.mesh import build_polytopic_mesh, from_spec
@@ -330,3 +331,22 @@ def test_a_degree_that_is_not_a_whole_number_is_refused_not_truncated(degree, sh
         DGSpace(mesh, degree)
     assert str(caught.value) == f"polynomial degrees must be integers, got {shown}"
     assert DGSpace(mesh, 2.0).max_degree == 2 and DGSpace(mesh, np.full(mesh.n_elements, 3.0)).min_degree == 3
+
+
+def test_a_space_of_high_degree_warns_once_of_its_conditioning():
+    import warnings
+
+    from polydg import space as space_module
+    from polydg.errors import ConditioningWarning
+    from polydg.mesh import build_polytopic_mesh, from_spec
+    from polydg.space import DGSpace
+
+    mesh = build_polytopic_mesh(from_spec("square:1"))
+    space_module._WARNED_DEGREES.discard(13)
+    with pytest.warns(ConditioningWarning, match="degree 13: above about p = 10") as caught:
+        DGSpace(mesh, 13)
+    assert caught[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DGSpace(mesh, 13)  # once per process: not again for each slab or rank's part
+        DGSpace(mesh, 10)  # up to p = 10: nothing said

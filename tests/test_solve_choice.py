@@ -338,5 +338,9 @@ def test_a_degree_beyond_the_measured_ones_is_named_as_it_is():
     mesh = build_polytopic_mesh(unit_square(2))
     high, measured = DGSpace(mesh, 8), DGSpace(mesh, 2)
     assert estimate(high.n_dofs, 60 * high.n_dofs, True, space=high).label == \
-        "2D p = 8 (as p = 3, the highest degree measured), symmetric"
+        "2D p = 8 (as p = 3: measured for p = 1 to 3), symmetric"
+    mixed = DGSpace(mesh, np.arange(mesh.n_elements) % 2 + 2)  # 2 and 3: measured, no note
+    assert "measured" not in estimate(mixed.n_dofs, 20 * mixed.n_dofs, True, space=mixed).label
+    low = DGSpace(mesh, 0)
+    assert "2D p = 0 (as p = 1: measured for p = 1 to 3)" in estimate(low.n_dofs, 4 * low.n_dofs, True, space=low).label
     assert estimate(measured.n_dofs, 20 * measured.n_dofs, False, space=measured).label == "2D p = 2, nonsymmetric"

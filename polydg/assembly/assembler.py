@@ -36,13 +36,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import warnings
 from typing import Callable
 
 import numpy as np
 
 from .. import backend as bk
-from ..errors import OptionError, ProblemWarning
+from ..errors import OptionError, ProblemWarning, warn_user
 from ..problem.protocol import as_steady_problem
 from ..threads import thread_count
 from ..problem.data import check_data
@@ -239,8 +238,8 @@ class Assembler:
         d = mesh.dim
         problem = as_steady_problem(problem, d)  # a Problem as it is; other objects adapted; dimension checked
         if matrix and not (problem.has_diffusion or problem.has_advection or problem.has_reaction):
-            warnings.warn(f"problem {problem.name!r} has no diffusion, advection or reaction (each absent or zero): "
-                          "its matrix is zero", ProblemWarning, stacklevel=3)
+            warn_user(f"problem {problem.name!r} has no diffusion, advection or reaction (each absent or zero): "
+                      "its matrix is zero", ProblemWarning)
         made = self._layout_key(matrix) not in self._layouts
         if face_penalty is not None:
             face_penalty = np.ascontiguousarray(face_penalty, dtype=np.float64)

@@ -298,7 +298,8 @@ def default_options(**choices: Any) -> Iterator[AssemblyOptions]:
 def _number(value: Any, message: str, unit: str = "") -> float:
     """``value`` as a float: a number, not text ("10") or a bool, which ``float`` would take too."""
     try:
-        if isinstance(value, (str, bytes, bool, np.bool_)):
+        if isinstance(value, (str, bytes, bool, np.bool_)) or (isinstance(value, np.ndarray)
+                                                               and value.dtype.kind in "SUb"):
             raise TypeError
         return float(value)
     except (TypeError, ValueError):

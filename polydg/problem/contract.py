@@ -137,6 +137,17 @@ def reads_location(function: Any) -> bool:
     return LOCATION_ARGUMENT in _parameters(function)
 
 
+def _holds_text(value: Any) -> bool:
+    """Whether an array or a sequence holds text ("1.0", which NumPy would read as a number)."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        try:
+            return np.asarray(value).dtype.kind in "SU" or (
+                np.asarray(value).dtype.kind == "O" and any(isinstance(v, (str, bytes)) for v in np.ravel(value)))
+        except (TypeError, ValueError):  # ragged: not an array of numbers anyway, said below
+            return False
+    return False
+
+
 def _wrong_kind(name: str, value: Any) -> str | None:
     """What is wrong with ``value`` as the coefficient ``name`` (a callable, a constant or None); None if nothing.
 
@@ -164,7 +175,7 @@ def _wrong_kind(name: str, value: Any) -> str | None:
         if isinstance(value, (bool, np.bool_)):
             return None
         return f"must be a callable, a bool or None, got {type(value).__name__}"
-    if isinstance(value, (str, bytes)) or (isinstance(value, np.ndarray) and value.dtype.kind in "SU"):
+    if isinstance(value, (str, bytes)) or _holds_text(value):
         return f"must be a callable, a number or an array, got {type(value).__name__}"  # "1.0" is no number
     try:
         array = np.asarray(value, dtype=np.float64)

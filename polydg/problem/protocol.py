@@ -10,12 +10,11 @@ from __future__ import annotations
 import difflib
 import inspect
 import types
-import warnings
 from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import ProblemError, ProblemWarning
+from ..errors import ProblemError, ProblemWarning, warn_user
 from .contract import COEFFICIENTS, DERIVATIVES, Problem, _one_line, _wrong_kind
 
 #: what a plain object may carry besides the coefficients, and what each must be
@@ -96,22 +95,35 @@ def _from_attributes(obj: Any, owner: str) -> Problem:
     return Problem(**fields)
 
 
-#: every attribute a plain object's problem is read from
+#: every attribute a plain object's problem is read from, and those a misspelling of which would be zero unsaid
 _READ = frozenset(_PROTOCOL + DERIVATIVES + tuple(_SETTINGS) + ("dim",))
+_SILENT_IF_MISSPELT = _PROTOCOL + DERIVATIVES
+
+
+def _own_names(obj: Any) -> list[str]:
+    """The public attribute names of ``obj`` a user wrote: a module's own definitions (not its imports, e.g.
+    ``from numpy import *``), anything else's attributes; none where ``dir`` fails."""
+    try:
+        names = [n for n in dir(obj) if not n.startswith("_") and n not in _READ]
+    except Exception:
+        return []
+    if isinstance(obj, types.ModuleType):
+        names = [n for n in names if getattr(getattr(obj, n, None), "__module__", obj.__name__) == obj.__name__
+                 and not isinstance(getattr(obj, n, None), types.ModuleType)]
+    return names
 
 
 def _warn_of_near_names(obj: Any, owner: str) -> None:
     """Warn (:class:`~polydg.errors.ProblemWarning`) of each public attribute of ``obj`` that is not read but is
-    spelt like one that is ("diffusoin"): a misspelt coefficient would otherwise be zero without a word."""
-    try:
-        names = [n for n in dir(obj) if not n.startswith("_") and n not in _READ]
-    except Exception:  # an object whose dir() fails: nothing to compare
-        return
-    for name in names:
-        close = difflib.get_close_matches(name, _READ, n=1, cutoff=0.8)
+    spelt like a coefficient ("diffusoin"), which would otherwise be zero without a word; a helper named as a
+    predicate (``is_dirichlet``, ``has_...``) is taken as one."""
+    for name in _own_names(obj):
+        if name.startswith(("is_", "has_")):
+            continue
+        close = difflib.get_close_matches(name, _SILENT_IF_MISSPELT, n=1, cutoff=0.8)
         if close:
-            warnings.warn(f"{owner} with an attribute {name!r} that is not read (did you mean {close[0]!r}?)",
-                          ProblemWarning, stacklevel=4)
+            warn_user(f"{owner} with an attribute {name!r} that is not read (did you mean {close[0]!r}?)",
+                      ProblemWarning)
 
 
 def _run_plain(function: Callable[[], Any], failed: Callable[[BaseException], str]) -> Any:

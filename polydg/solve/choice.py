@@ -69,7 +69,7 @@ class Estimate:
     nnz: int
     symmetric: bool
     shape_known: bool  #: False when dimension and degree were guessed from the entries per row
-    space_degree: int | None = None  #: the space's (mean) degree where it lies outside the table's
+    space_degrees: str | None = None  #: the space's degrees ("p = 8", "p = 1..8") where outside the measured ones
 
     @property
     def crossover(self) -> int:
@@ -90,8 +90,9 @@ class Estimate:
     def label(self) -> str:
         """``"3D p = 2, nonsymmetric"``; a guessed shape says so."""
         shape = f"{self.dim}D p = {self.degree}"
-        if self.space_degree is not None and self.space_degree != self.degree:
-            shape = f"{self.dim}D p = {self.space_degree} (as p = {self.degree}, the highest degree measured)"
+        if self.space_degrees is not None:
+            lo, hi = min(p for d, p in DIRECT_BELOW if d == self.dim), max(p for d, p in DIRECT_BELOW if d == self.dim)
+            shape = f"{self.dim}D {self.space_degrees} (as p = {self.degree}: measured for p = {lo} to {hi})"
         if not self.shape_known:
             shape += f" (guessed from {self.nnz / max(self.dofs, 1):.0f} entries per row)"
         return f"{shape}, {'symmetric' if self.symmetric else 'nonsymmetric'}"
@@ -101,9 +102,20 @@ def estimate(n: int, nnz: int, symmetric: bool, space: Any = None, block_sizes: 
     """The table's :class:`Estimate` of a system of ``n`` dofs and ``nnz`` entries (the shape from
     ``space`` or ``block_sizes`` when given)."""
     dim, degree, elements, known = shape_of(n, nnz, space, block_sizes)
-    own = getattr(space, "degree", None)
-    own = None if own is None else int(np.round(np.mean(own)))
-    return Estimate(dim, degree, elements, int(n), int(nnz), bool(symmetric), known, own)
+    return Estimate(dim, degree, elements, int(n), int(nnz), bool(symmetric), known, _beyond_measured(space, dim))
+
+
+def _beyond_measured(space: Any, dim: int) -> str | None:
+    """``space``'s degrees as a label ("p = 8", "p = 0..2") where some lie outside those :data:`DIRECT_BELOW`
+    measured in ``dim`` dimensions, else None."""
+    degrees = getattr(space, "degree", None)
+    if degrees is None or not np.size(degrees):
+        return None
+    lo, hi = int(np.min(degrees)), int(np.max(degrees))
+    measured = [p for d, p in DIRECT_BELOW if d == dim]
+    if min(measured) <= lo and hi <= max(measured):
+        return None
+    return f"p = {lo}" if lo == hi else f"p = {lo}..{hi}"
 
 
 def free_memory_bytes() -> int | None:
