@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import warnings
 
 import numpy as np
 
+from ..errors import PolyDGWarning
 from ..jit import compile_watch
 from .inputs import Progress, build_mesh, check_memory_early, check_options, chunk_progress, load_run_problem, \
     quadrature_simplices
@@ -21,6 +23,10 @@ from .spacetime import check_space_time_options, run_space_time
 
 def run(args: argparse.Namespace) -> dict:
     """Run the command line's job in this process; returns the summary."""
+    for flag, given in (("--no-gather", getattr(args, "no_gather", False)), ("--timeout", getattr(args, "timeout", None))):
+        if given:  # said, not refused: a job script may pass the same flags to any number of ranks
+            warnings.warn(f"{flag} is for MPI ranks (mpiexec -n N): one process ignores it", PolyDGWarning)
+    args.no_gather = False  # one process holds the whole matrix: it writes the one-process files
     check_targets(args)  # before any work: where the run writes
     say = Progress(args.quiet)
     try:  # numba reports every compilation: the first of polydg's says a line, the report the total
