@@ -96,7 +96,7 @@ GPU_TEST_FILES = ("tests/test_gpu_assembly.py", "tests/test_gpu_offload.py", "te
 #: tests that check the simulator or the PTX on the CPU (CI runs them): not the card's business
 CPU_ONLY_TESTS = ("match_the_cpu", "bitwise_repeatable", "device_pattern_is_the_host", "march_on_the_device_matches",
                   "pq_slab_on_the_device", "compile_to_ptx", "runs_on_the_simulator", "two_mpi_ranks",
-                  "executor_on_the_simulator")
+                  "executor_on_the_simulator", "saved_to_and_loaded")
 #: of the nonlinear tests (whose NonlinearSystem follows POLYDG_TEST_BACKEND), the device executor's against
 #: the CPU's: the others are the CPU's business and their Newton solves would take the stage's time
 NONLINEAR_SELECT = "(not test_nonlinear.py or gpu_executor_on_the_test_backend)"

@@ -85,6 +85,33 @@ def test_gpu_kernels_compile_to_ptx_for_an_h100():
     assert sum(line.startswith("nl_") for line in run.stdout.splitlines()) == 16, run.stdout
 
 
+def test_gpu_kernels_are_saved_to_and_loaded_from_the_disk_cache(tmp_path):
+    """Through numba-cuda's own cache (tests/gpu_cache_check.py, NVVM for real, a driver's answers stood in):
+    a first process compiles a 2D assembly's kernels (closures of a degree's tables, the module's own) and
+    saves them; a second loads every one, compiling none, and holds the same PTX."""
+    libdevice = _libdevice()
+    if libdevice is None:
+        pytest.skip("no CUDA toolkit with NVVM's libdevice (set CUDA_HOME)")
+    env = dict(os.environ, NUMBA_FORCE_CUDA_CC="9.0", PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+
+    def run() -> dict[str, tuple[int, int, str]]:
+        done = subprocess.run([sys.executable, str(REPO / "tests" / "gpu_cache_check.py"), str(libdevice),
+                               str(tmp_path / "kernels")], env=env, capture_output=True, text=True, timeout=600,
+                              cwd=REPO)
+        if "GPU-CACHE-SKIP" in done.stdout:
+            pytest.skip(done.stdout.strip().splitlines()[-1])
+        assert done.returncode == 0 and "GPU-CACHE-OK 5" in done.stdout, done.stdout + done.stderr
+        rows = [line.split() for line in done.stdout.splitlines() if len(line.split()) == 4]
+        return {name: (int(hits), int(misses), ptx) for name, hits, misses, ptx in rows}
+
+    compiled, loaded = run(), run()
+    assert set(compiled) == {"volume_rows", "interior_rows", "boundary_rows", "map_points", "pattern_indices"}
+    assert all(hits == 0 and misses == 1 for hits, misses, _ in compiled.values()), compiled
+    assert all(hits == 1 and misses == 0 for hits, misses, _ in loaded.values()), loaded
+    assert {k: v[2] for k, v in loaded.items()} == {k: v[2] for k, v in compiled.items()}
+
+
 def _cpu(name: str, options: dict):
     space, problem = case_setup(name)
     return assemble(space, problem, backend="numpy", **options)
