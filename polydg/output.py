@@ -134,6 +134,13 @@ class SlabSeries:
         self.steps.append((float(t), name))
         self.last = sample
 
+    def write_pvd(self) -> Path:
+        """Write ``<stem>.pvd`` into ``directory``: the slabs' files so far as one time series (for ParaView);
+        its path.  (The command line's output set writes it through :meth:`files`.)"""
+        path = self.directory / f"{self.stem}.pvd"
+        write_pvd(path, list(self.steps))
+        return path
+
     def files(self) -> list[tuple[str, Writer]]:
         """``(name, writer)`` of each slab's file, written already into ``directory`` (its writer checks that
         the path is that file), and of ``<stem>.pvd`` listing them."""

@@ -998,3 +998,35 @@ def test_a_gpu_march_keeps_its_matrix_only_where_no_fingerprint_is_needed(monkey
     assert not kept_after_one_slab(free_of_t, None, detect=False) and not calls  # a GPU march does not
     assert kept_after_one_slab(free_of_t, True, detect=False) and not calls  # the caller's word
     assert kept_after_one_slab(constant, None, detect=False) and not calls  # constants
+
+
+def test_a_march_given_what_it_does_not_take_says_what_to_pass(space_mesh):
+    """A fine mesh or a space where the polytopic mesh goes, an Assembler where the ranks' hook goes, an array
+    as the initial value: one line each, not an AttributeError from inside."""
+    from polydg.assembly import Assembler
+    from polydg.space import DGSpace
+
+    heat = builtin_problem("paper-2d1", 2)
+    mesh = space_mesh
+    for wrong in (from_spec("square:2"), DGSpace(mesh, 1)):
+        with pytest.raises(OptionError, match=f"march takes the polytopic mesh of Omega, got {type(wrong).__name__}: "
+                                              "make one of a fine mesh by polydg.partition.agglomerate"):
+            march(wrong, heat, 1, n_slabs=1, final_time=0.1)
+    for wrong in (Assembler, Assembler(DGSpace(mesh, 1))):
+        with pytest.raises(OptionError, match="assembler= is the hook by which MPI ranks assemble each slab"):
+            march(mesh, heat, 1, n_slabs=1, final_time=0.1, assembler=wrong)
+    with pytest.raises(ProblemError, match=r"initial must be a number or a function of x, got an array of shape "
+                                           r"\(8,\)"):
+        march(mesh, dataclasses.replace(heat, initial=np.zeros(8)), 1, n_slabs=1, final_time=0.1)
+
+
+def test_a_slab_series_writes_its_pvd_from_python(space_mesh, tmp_path):
+    from polydg.output import SlabSeries
+
+    series = SlabSeries(tmp_path)
+    march(space_mesh, builtin_problem("paper-2d1", 2), 1, n_slabs=2, final_time=0.2, on_slab=series.add)
+    path = series.write_pvd()
+    assert path == tmp_path / "solution.pvd" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "solution-slab-0001.vtu", "solution-slab-0002.vtu", "solution.pvd"]
+    text = path.read_text()
+    assert 'file="solution-slab-0001.vtu"' in text and 'file="solution-slab-0002.vtu"' in text

@@ -241,7 +241,7 @@ class Problem:
         True when the last coordinate of x is time (a space-time slab,
         docs/design.md §10); stored for the space-time assembly.
     initial : Coefficient
-        The initial value u_0(x) of a space-time problem (None: zero);
+        The initial value u_0(x) of a space-time problem (a number or a function of x; a march needs one);
         stored for the space-time assembly.
     diffusion_du, diffusion_dgrad_u, reaction_du, source_du : callable or None
         Derivatives of coefficients of the iterate with respect to u and

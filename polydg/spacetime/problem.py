@@ -162,6 +162,10 @@ def check_space_time(problem: Problem) -> None:
         raise ProblemError(f"problem {problem.name!r} is steady (space_time is False): it has no time to march in")
     if problem.initial is None:
         raise ProblemError(f"space-time problem {problem.name!r} has no initial value (initial)")
+    if not callable(problem.initial) and np.ndim(problem.initial) != 0:
+        raise ProblemError(f"space-time problem {problem.name!r}: initial must be a number or a function of x, got "
+                           f"an array of shape {np.shape(problem.initial)} (a function of the points' x is the "
+                           "way to give values that vary)")
 
 
 def slab_problem(problem: Problem, d: int, t0: float, t1: float) -> Problem:
