@@ -352,5 +352,4 @@ def test_gpu_kernels_are_kept_on_disk_under_the_same_key_in_every_process():
     assert all(line.split()[1:3] == ["CUDACache", "True"] for line in first), first
     names = {line.split()[0] for line in first}
     assert {"volume_rows", "interior_entries", "map_points", "pattern_indices", "field"} <= names
-    # the switch that compiles in every process instead
-    assert {line.split()[1] for line in _gpu_kernel_keys(POLYDG_CUDA_CACHE="0")} == {"NullCache"}
+    # POLYDG_CUDA_CACHE=0, which compiles in every process instead: the CuPy test of the disk cache runs with it
