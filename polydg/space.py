@@ -6,7 +6,7 @@ import numpy as np
 
 from .basis import BASES, basis_indices, basis_size, total_degree
 from .errors import ConditioningWarning, OptionError, warn_user
-from .mesh.polytopic import PolytopicMesh
+from .mesh.polytopic import PolytopicMesh, require_polytopic
 
 
 #: the largest polynomial degree (its quadrature, exact to 2p + 1, would pass quadrature.MAX_LINE_POINTS)
@@ -43,11 +43,7 @@ class DGSpace:
     def __init__(self, mesh: PolytopicMesh, degree: int | np.ndarray, basis: str = "P") -> None:
         if basis not in BASES:
             raise OptionError(f"unknown basis {basis!r}; choose one of {', '.join(BASES)}")
-        if not isinstance(mesh, PolytopicMesh):
-            raise OptionError(f"DGSpace takes a PolytopicMesh, got {type(mesh).__name__}: make one of a fine mesh by "
-                              "polydg.partition.agglomerate(fine, n) or polydg.mesh.build_polytopic_mesh(fine) (each "
-                              "cell an element, or each polygon of a polygon mesh file, as polydg.mesh.load_mesh "
-                              "reads it)")
+        require_polytopic(mesh, "DGSpace takes a PolytopicMesh")
         self.mesh = mesh
         self.basis = basis
         deg = np.asarray(degree)

@@ -167,8 +167,7 @@ class Assembler:
         run = options.resolved().for_space(space)  # backend and approach "auto" decided; 1 refused on a GPU
         entry = reduction(run.approach)  # the approach's registered reduction: its executors
         scope.check(space.mesh, entry, scope.load_boundary_faces is None)
-        if run.backend == "cupy":  # a chunk's points and coefficients must also fit the device's free memory
-            run = run.replace(memory_budget_mb=chunk_budget_mb(run))
+        run = run.replace(memory_budget_mb=chunk_budget_mb(run))  # on a GPU within its free memory too
         state = self.__dict__
         state.update(_space=space, _options=options, _run=run, _scope=scope, _reduction=entry, _keep_points=keep_points,
                      _layouts={}, _weights=None, _kept={}, _linearization=None, _workspace=Workspace(),

@@ -23,7 +23,8 @@ from .spacetime import check_space_time_options, run_space_time
 
 def run(args: argparse.Namespace) -> dict:
     """Run the command line's job in this process; returns the summary."""
-    for flag, given in (("--no-gather", getattr(args, "no_gather", False)), ("--timeout", getattr(args, "timeout", None))):
+    for flag, given in (("--no-gather", getattr(args, "no_gather", False)),
+                        ("--timeout", getattr(args, "timeout", None))):
         if given:  # said, not refused: a job script may pass the same flags to any number of ranks
             warnings.warn(f"{flag} is for MPI ranks (mpiexec -n N): one process ignores it", PolyDGWarning)
     args.no_gather = False  # one process holds the whole matrix: it writes the one-process files

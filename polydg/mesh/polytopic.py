@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 from scipy.spatial import cKDTree
 
-from ..errors import MeshError
+from ..errors import MeshError, OptionError
 from ..threads import parallel_range, range_kernel
 from .geometry import facet_local_vertices, facet_normals, max_edge_lengths, signed_volumes
 from .simplicial import SimplexMesh
@@ -405,6 +405,15 @@ def _sort_distinct(e_lo, e_hi, offsets, vertices, distinct):  # pragma: no cover
                 vertices[a + m] = vertices[k]
                 m += 1
         distinct[e] = m
+
+
+def require_polytopic(mesh, taker: str) -> None:
+    """Refuse anything but a :class:`PolytopicMesh` where ``taker`` ("DGSpace takes a PolytopicMesh") needs
+    one, in one line saying how to make it of the fine mesh a user most likely passed."""
+    if not isinstance(mesh, PolytopicMesh):
+        raise OptionError(f"{taker}, got {type(mesh).__name__}: make one of a fine mesh by "
+                          "polydg.partition.agglomerate(fine, n) or polydg.mesh.build_polytopic_mesh(fine) (each "
+                          "cell an element, or each polygon of a polygon mesh file, as polydg.mesh.load_mesh reads it)")
 
 
 def build_polytopic_mesh(fine: SimplexMesh, cell_element: np.ndarray | None = None) -> PolytopicMesh:

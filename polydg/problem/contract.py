@@ -139,13 +139,13 @@ def reads_location(function: Any) -> bool:
 
 def _holds_text(value: Any) -> bool:
     """Whether an array or a sequence holds text ("1.0", which NumPy would read as a number)."""
-    if isinstance(value, (list, tuple, np.ndarray)):
-        try:
-            return np.asarray(value).dtype.kind in "SU" or (
-                np.asarray(value).dtype.kind == "O" and any(isinstance(v, (str, bytes)) for v in np.ravel(value)))
-        except (TypeError, ValueError):  # ragged: not an array of numbers anyway, said below
-            return False
-    return False
+    if not isinstance(value, (list, tuple, np.ndarray)):
+        return False
+    try:
+        kind = np.asarray(value).dtype.kind
+        return kind in "SU" or (kind == "O" and any(isinstance(v, (str, bytes)) for v in np.ravel(value)))
+    except (TypeError, ValueError):  # ragged: not an array of numbers anyway, said below
+        return False
 
 
 def _wrong_kind(name: str, value: Any) -> str | None:

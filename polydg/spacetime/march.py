@@ -64,7 +64,7 @@ from ..assembly.memory import chunk_budget_mb
 from ..assembly.options import assembly_options
 from ..basis import BASES
 from ..errors import OptionError
-from ..mesh.polytopic import PolytopicMesh
+from ..mesh.polytopic import PolytopicMesh, require_polytopic
 from ..mesh.quadrature_simplices import DEFAULT_QUADRATURE_SIMPLICES, quadrature_mesh
 from ..problem import Problem, as_problem
 from ..space import DGSpace
@@ -251,10 +251,7 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         the host and the state stays there
     """
     options = assembly_options(options, choices)
-    if not isinstance(space_mesh, PolytopicMesh):  # a fine mesh, or a space: one line saying what to pass
-        raise OptionError(f"march takes the polytopic mesh of Omega, got {type(space_mesh).__name__}: make one of a "
-                          "fine mesh by polydg.partition.agglomerate(fine, n) or polydg.mesh.build_polytopic_mesh("
-                          "fine) (each cell an element); the degree is march's third argument")
+    require_polytopic(space_mesh, "march takes the polytopic mesh of Omega")  # not a fine mesh, nor a space
     if assembler is not None and (isinstance(assembler, type) or not callable(assembler)):
         raise OptionError("assembler= is the hook by which MPI ranks assemble each slab (a callable), not an "
                           "Assembler: a march keeps its plan from slab to slab by itself")
