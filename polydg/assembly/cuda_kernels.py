@@ -44,6 +44,7 @@ the right one, as on the CPU.
 from __future__ import annotations
 
 import os
+import sys
 import time
 import types
 from contextlib import contextmanager
@@ -67,8 +68,14 @@ from .sums_layout import BLOCK_ENTRIES_MAX
 
 numpy_aliases_for_numba_cuda()  # before numba-cuda's CUDA target first loads (at the first compilation)
 
+#: the interpreter's switch interval (seconds) under the simulator (below)
+SIMULATOR_SWITCH_INTERVAL = 1e-4
 #: threads per block: a multiple of the warp on a GPU; the simulator runs a Python thread per GPU thread
 THREADS = 32 if config.ENABLE_CUDASIM else 128
+if config.ENABLE_CUDASIM:
+    # The simulator's launch polls its threads in a loop that holds the GIL for the whole switch interval
+    # (5 ms by default) each turn; a short interval hands the GIL to the threads doing the work.
+    sys.setswitchinterval(SIMULATOR_SWITCH_INTERVAL)
 
 
 #: whether kernels are kept on disk (:func:`kernel`); ``POLYDG_CUDA_CACHE=0`` compiles them in every process
