@@ -564,3 +564,13 @@ def test_interface_batches_cut_mid_interface_match_the_face_kernel_3d():
     scale = np.abs(rows.matrix).max()
     assert abs(rows.matrix - faces.matrix).max() <= 1e-13 * scale
     assert np.array_equal(rows.matrix.indices, faces.matrix.indices)
+
+
+def test_a_result_reads_in_one_line():
+    """The result's repr names the sizes, not the arrays and the info dict (read as attributes)."""
+    space = DGSpace(agglomerate(from_spec("square:4"), 8), 1)
+    text = repr(assemble(space, builtin_problem("paper-2d", 2)))
+    assert "\n" not in text and "array" not in text, text
+    assert text.startswith("AssemblyResult(matrix 24 x 24, 288 non-zeros, load of 24 rows, "), text
+    text = repr(assemble(space, builtin_problem("paper-2d", 2), matrix=False))
+    assert text.startswith("AssemblyResult(no matrix (the load alone), load of 24 rows, "), text

@@ -289,6 +289,9 @@ def test_iterative_and_direct_marches_agree(space_mesh):
     direct = march(space_mesh, problem, 1, n_slabs=2, final_time=0.2)
     iterative = march(space_mesh, problem, 1, n_slabs=2, final_time=0.2, method="iterative")
     np.testing.assert_allclose(iterative.solution, direct.solution, rtol=1e-7, atol=1e-9)
+    # the result reads in one line: slabs, interval, dofs and the errors, not the arrays
+    assert repr(direct) == (f"MarchResult(2 slabs over [0, 0.2], {direct.space.n_dofs} dofs per slab, "
+                            f"l2 {direct.errors['l2']:.4e}, l2_l2 {direct.errors['l2_l2']:.4e})")
 
 
 @pytest.mark.parametrize("reaction, factorisations, assembled", [

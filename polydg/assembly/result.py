@@ -28,6 +28,15 @@ class AssemblyResult:
     face_penalty: np.ndarray
     info: dict = field(default_factory=dict)
 
+    def __repr__(self) -> str:  # one line: the arrays and the info dict are read as attributes
+        info = self.info
+        what = (f"matrix {self.matrix.shape[0]} x {self.matrix.shape[1]}, {self.matrix.nnz} non-zeros"
+                if self.matrix is not None else "no matrix (the load alone)")
+        seconds = info.get("timings", {}).get("total_assembly")
+        extra = "".join(f", {info[k]}" for k in ("backend", "precision") if k in info)
+        return (f"AssemblyResult({what}, load of {len(self.rhs)} rows{extra}"
+                + (f", {seconds:.3g} s" if seconds is not None else "") + ")")
+
 
 def size_record(space, rows: int, elements: np.ndarray, matrix) -> dict:
     """The sizes every assembly's ``info`` starts with: the mesh's entities, the dofs, the assembled rows

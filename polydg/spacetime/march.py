@@ -104,6 +104,12 @@ class MarchResult:
     info: dict = field(default_factory=dict)
     assembly: Any = None
 
+    def __repr__(self) -> str:  # one line: the arrays, the space and the per-slab records are attributes
+        nodes = self.time_nodes
+        errors = "".join(f", {k} {v:.4e}" for k, v in (self.errors or {}).items())
+        return (f"MarchResult({len(nodes) - 1} slabs over [{nodes[0]:g}, {nodes[-1]:g}], "
+                f"{self.info.get('dofs_per_slab', len(self.solution))} dofs per slab{errors})")
+
     def total_timings(self) -> dict:
         """Each timing summed over the slabs."""
         keys = dict.fromkeys(k for t in self.timings for k in t)
