@@ -205,7 +205,8 @@ def march(space_mesh: PolytopicMesh, problem: Problem | Any, degree: int | np.nd
         ``initial``; see :mod:`polydg.spacetime.problem`), or an object
         :func:`~polydg.problem.as_problem` accepts
     degree : the degree p per element (int or one per spatial element)
-    time_nodes : t_0 < ... < t_N; or ``n_slabs`` and ``final_time`` (from 0)
+    time_nodes : t_0 < ... < t_N; or ``n_slabs`` and ``final_time`` (from 0).
+        The march starts from the problem's ``initial`` as u(t_0), whatever t_0 is
     space_time_basis : "P" (total degree p in (x, t), the paper's reduced
         choice, the default) or "PQ" (degree p in t times total degree p in x)
     local_steps : m_K equal time steps of element K inside every slab (an
