@@ -140,14 +140,11 @@ def format_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def _budget(info: dict, options: dict) -> float:
-    """The chunks' memory budget of a run: its assembly's, else the one given, else its backend's default."""
-    from .assembly.options import default_budget_mb
-
-    for budget in (info.get("memory_budget_mb"), options.get("memory_budget")):
-        if budget is not None:
-            return float(budget)
-    return default_budget_mb(info.get("backend", "numpy"))
+def _budget(info: dict, options: dict) -> float | None:
+    """The chunks' memory budget of a run: its assembly's (every assembly records the one it used), else the
+    one given."""
+    budget = info.get("memory_budget_mb", options.get("memory_budget"))
+    return None if budget is None else float(budget)
 
 
 def json_text(summary: dict) -> str:

@@ -1,4 +1,5 @@
-"""The layers of the package: no import cycle, and no layer imports one above it.
+"""The layers of the package: no import cycle, no layer imports one above it, and docs/design.md §3 draws them
+as they are (its floors and its "who imports whom").
 
 Every ``import`` of every module of polydg is read with ``ast``, those inside
 functions included (a lazy import is still a dependency), and resolved to the
@@ -132,3 +133,77 @@ def test_a_layer_never_imports_a_layer_above_it(graph, layer, above):
              for name, targets in graph.items()
              if (name == layer or name.startswith(layer + ".")) and any(t.startswith(above) for t in targets)}
     assert wrong == {}, f"{layer} imports a layer above it: {wrong}"
+
+
+DESIGN = PACKAGE.parent / "docs" / "design.md"
+
+
+def _floors() -> dict[str, int]:
+    """The floor of each unit of the house (a package ``name/`` or a module ``name.py``) as design.md §3 draws it:
+    the lines ``  N  unit unit ...`` between its heading and the next."""
+    text = DESIGN.read_text()
+    section = text[text.index("## §3"):]
+    section = section[:section.index("\n## ", 1)]
+    floors = {}
+    for line in section.splitlines():
+        words = line.split()
+        if line.startswith("    ") and len(words) > 1 and words[0].isdigit():
+            for word in words[1:]:
+                if word.endswith(("/", ".py")):
+                    floors[word.rstrip("/").removesuffix(".py")] = int(words[0])
+    return floors
+
+
+def _unit(module: str) -> str | None:
+    """The unit of a polydg module: the first name under polydg (None for polydg's own ``__init__``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def test_every_import_goes_down_the_floors_that_the_design_draws(graph):
+    """design.md §3's diagram is the contract: a module imports its own unit or a unit on a lower floor; every
+    unit of the package is on the diagram."""
+    floors = _floors()
+    assert len(set(floors.values())) == 10 and floors["assemble"] == 10 and floors["cli"] == 9, floors
+    units = {_unit(name) for name in graph} - {None}
+    assert units - set(floors) == set(), f"units missing from design.md §3: {sorted(units - set(floors))}"
+    climbs = sorted(f"{name} ({floors[_unit(name)]}) -> {target} ({floors[_unit(target)]})"
+                    for name, targets in graph.items() if _unit(name) is not None
+                    for target in targets if _unit(target) not in (None, _unit(name))
+                    and floors[_unit(target)] >= floors[_unit(name)])
+    assert climbs == [], "imports that do not go down design.md §3's floors:\n" + "\n".join(climbs)
+
+
+def _drawn_imports() -> dict[str, set[str]]:
+    """design.md §3's "who imports whom": ``unit -> unit unit ...`` statements (several on a line split by ";",
+    a statement continued on indented lines; words in parentheses are notes)."""
+    import re
+
+    text = DESIGN.read_text()
+    block = text[text.index("Who imports whom"):]
+    block = block[block.index("\n\n") + 2:block.index("\n\nRules")]
+    statements: list[str] = []
+    for line in block.splitlines():
+        for piece in line.split(";"):
+            if "->" in piece:
+                statements.append(piece)
+            elif piece.strip():
+                statements[-1] += " " + piece
+    drawn = {}
+    for statement in statements:
+        left, right = re.sub(r"\([^)]*\)", " ", statement).split("->")
+        for unit in left.replace(",", " ").split():
+            drawn[unit] = set(right.split())
+    return drawn
+
+
+def test_the_design_names_who_imports_whom_as_the_code_does(graph):
+    drawn = _drawn_imports()
+    actual: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        if _unit(name) is not None:
+            actual.setdefault(_unit(name), set()).update(_unit(t) for t in targets if _unit(t) not in (None, _unit(name)))
+    differ = {unit: {"drawn, not imported": sorted(drawn.get(unit, set()) - actual[unit]),
+                     "imported, not drawn": sorted(actual[unit] - drawn.get(unit, set()))}
+              for unit in actual if drawn.get(unit, set()) != actual[unit] and (actual[unit] or unit in drawn)}
+    assert differ == {}, f"design.md §3's imports differ from the code's: {differ}"
