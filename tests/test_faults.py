@@ -315,6 +315,16 @@ def test_the_memory_estimate_refuses_a_matrix_that_cannot_fit_before_the_mesh_is
     assert seconds < 30  # (about 1 s of work; generating cube:40 and its faces alone take 6 s)
 
 
+def test_a_mesh_that_cannot_be_built_in_the_memory_is_refused_before_it_is_generated():
+    # a tiny matrix (10 elements) of a fine mesh whose polytopic mesh alone would take some 30 GB
+    r, seconds = cli("--mesh", "cube:200:perturb=0.1", "--agglomerate", "10", POLYDG_MEMORY_LIMIT="2G")
+    one_line(r, 2, "building the polytopic mesh of cube:200:perturb=0.1's 48,000,000 cells needs about 30.4 GB",
+             "2.0 GB is available (the limit given", "what fits: cube:80:perturb=0.1")
+    assert seconds < 30  # (about 1 s: generating cube:200 alone takes 1.5 GB and several seconds)
+    r, _ = cli("--mesh", "cube:8", "--agglomerate", "10", "--quiet", POLYDG_MEMORY_LIMIT="2G")
+    assert r.returncode == 0, r.stderr
+
+
 def test_the_memory_estimate_reads_ulimit_and_lets_a_run_that_fits_go():
     import resource
 
@@ -604,6 +614,11 @@ def test_a_memory_refusal_reads_the_same_on_ranks():
                        text=True, env=environment(POLYDG_MEMORY_LIMIT="4G"), cwd=ROOT, timeout=120)
     line = one_line(r, 2, "rank 0: the assembly needs about 11.4 GB")
     assert line.replace("rank 0: ", "") == one_line(one, 2)
+    # rank 0 builds the polytopic mesh even when it gathers nothing: the mesh's refusal holds with --no-gather
+    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "polydg.assemble", "--mesh", "cube:200",
+                        "--agglomerate", "10", "--no-gather", "--output", "unused"], capture_output=True, text=True,
+                       env=environment(POLYDG_MEMORY_LIMIT="2G"), cwd=ROOT, timeout=120)
+    one_line(r, 2, "rank 0: building the polytopic mesh of cube:200's 48,000,000 cells", "what fits: cube:80")
 
 
 def test_every_failure_has_its_exit_code_and_wording():
@@ -620,7 +635,7 @@ def test_every_failure_has_its_exit_code_and_wording():
     assert describe(RankFailure("rank 1: SIGINT", 1, kind="interrupt", code=130)) == ("interrupt", 130,
                                                                                       "rank 1: SIGINT")
     assert failure_line(*describe(MemoryError())) == \
-        "polydg.assemble: error: out of memory (lower --memory-budget or the problem size)"
+        "polydg.assemble: error: out of memory (a smaller problem; in the assembly, a lower --memory-budget)"
     assert failure_line("interrupt", 130, "rank 1: SIGINT") == "polydg.assemble: interrupted (rank 1: SIGINT)"
 
 

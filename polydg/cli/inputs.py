@@ -108,20 +108,26 @@ def quadrature_simplices(args: argparse.Namespace, problem) -> str:
     return "fine" if problem.space_time or uses_cell_data(problem) else args.quadrature_simplices
 
 
-def check_memory_early(opts: RunOptions, fine=None) -> None:
-    """Refuse a run whose matrix cannot fit, from the sizes known before the polytopic mesh.
+def check_memory_early(opts: RunOptions, fine=None, matrix: bool = True) -> None:
+    """Refuse a run whose polytopic mesh, or (with ``matrix``) whose matrix, cannot fit, from the sizes known
+    before the polytopic mesh.
 
     Without ``fine``: a generator's spec (``cube:40``) gives them exactly,
-    before the mesh is made; with it (a file), its cells or polygons.  Each
-    element has at least the lower degree's dofs and a mesh of n elements
-    at least n - 1 interfaces, so the estimate is a lower bound and its
-    refusal is sure; the assembly checks the exact figure again
+    before the mesh is made; with it (a file), its cells or polygons.  The
+    mesh's building is estimated per fine cell
+    (:func:`polydg.mesh.polytopic.build_bytes`, refused above the room by a
+    margin: :data:`~polydg.mesh.polytopic.SURE_SHARE`); each element has at least
+    the lower degree's dofs and a mesh of n elements at least n - 1
+    interfaces, so the matrix's estimate is a lower bound and its refusal is
+    sure; the assembly checks the exact figure again
     (:mod:`polydg.assembly.memory`).
     """
     from types import SimpleNamespace
 
-    from ..assembly.memory import check_early, early_estimate
+    from ..assembly.memory import available_memory, check_early, early_estimate, format_bytes
+    from ..errors import MemoryLimitError
     from ..mesh.generators import is_generator_spec, spec_sizes
+    from ..mesh.polytopic import SURE_SHARE, build_bytes
 
     if fine is None:
         if not is_generator_spec(opts.mesh_spec):
@@ -132,6 +138,14 @@ def check_memory_early(opts: RunOptions, fine=None) -> None:
         dim, cells = fine.dim, fine.n_cells
         elements = cells if fine.cell_element is None else int(fine.cell_element.max(initial=-1)) + 1
         interior = elements - 1
+    room, source = available_memory()
+    if room is not None and SURE_SHARE * build_bytes(dim, cells) > room:
+        fits = _largest_generated(opts.mesh_spec, room) if fine is None else None
+        raise MemoryLimitError(f"building the polytopic mesh of {opts.mesh_spec}'s {cells:,} cells needs about "
+                               f"{format_bytes(build_bytes(dim, cells))}, {format_bytes(room)} is available "
+                               f"({source})" + (f"; what fits: {fits}" if fits else ""))
+    if not matrix:
+        return
     if opts.agglomerate > 0:
         elements = min(opts.agglomerate, elements)
         interior = min(interior, elements - 1)
@@ -140,6 +154,25 @@ def check_memory_early(opts: RunOptions, fine=None) -> None:
     estimate = early_estimate(dim, elements, interior, low, high, opts.assembly.precision)
     check_early(estimate, SimpleNamespace(mesh=SimpleNamespace(dim=dim, n_elements=elements), max_degree=low,
                                           basis="P"))
+
+
+def _largest_generated(spec: str, room: int) -> str | None:
+    """The generator's spec of the most cells per side whose polytopic mesh fits ``room`` bytes, if any."""
+    from ..mesh.generators import parse_spec, spec_sizes
+    from ..mesh.polytopic import build_bytes
+
+    name, n, _ = parse_spec(spec)
+    rest = spec.split(":", 2)[2:]
+
+    def fits(k: int) -> bool:
+        dim, cells, _ = spec_sizes(f"{name}:{k}")
+        return build_bytes(dim, cells) <= room
+
+    lo, hi = 0, n  # fits(lo) (or lo == 0), not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return ":".join([name, str(lo), *rest]) if lo >= 1 else None
 
 
 def build_mesh(fine, opts: RunOptions, seed: int, say, quadrature_simplices: str = "fine"):

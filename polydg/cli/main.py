@@ -26,7 +26,7 @@ def failure_line(kind: str, code: int, text: str) -> str:
     if kind == "interrupt":
         return f"polydg.assemble: interrupted ({text})"
     if kind == "memory":
-        return f"polydg.assemble: error: {text} (lower --memory-budget or the problem size)"
+        return f"polydg.assemble: error: {text} (a smaller problem; in the assembly, a lower --memory-budget)"
     if kind == "internal":
         return f"polydg.assemble: internal error: {text} (run with --debug for the traceback)"
     return f"polydg.assemble: error: {text}"

@@ -60,8 +60,7 @@ def _run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
     gathers = bool(opts.method or (args.output and not args.no_gather))  # rank 0 will hold the whole matrix
     with collective_phase(comm):
         if root:
-            if gathers:
-                check_memory_early(opts)
+            check_memory_early(opts, matrix=gathers)  # rank 0 builds the polytopic mesh in every case
             fine = load_mesh(opts.mesh_spec)
             dim = fine.dim
     dim = comm.bcast(dim, root=0)
@@ -77,8 +76,8 @@ def _run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
             raise OptionError("--no-gather is for steady problems; a space-time march solves every slab on rank 0")
         if problem.nonlinear and args.no_gather:
             raise OptionError("--no-gather is for linear problems; a nonlinear one is solved on rank 0")
-        if root and gathers:
-            check_memory_early(opts, fine)
+        if root:
+            check_memory_early(opts, fine, matrix=gathers)
     if problem.space_time:
         return _march_on_ranks(args, opts, comm, problem, fine if root else None, say)
     name_the_kernels(dim, problem, opts)

@@ -71,32 +71,34 @@ def _cube_cells(n: int) -> np.ndarray:
     # is conforming across cubes because every cube is split the same way.
     i, j, k = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(n), np.arange(n), indexing="ij"))
     m = n + 1
-
-    def v(di, dj, dk):
-        return (i + di) * m * m + (j + dj) * m + (k + dk)
-
-    corners = {(a, b, c): v(a, b, c) for a in (0, 1) for b in (0, 1) for c in (0, 1)}
-    tets = []
-    for perm in ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
-        path = [(0, 0, 0)]
-        cur = [0, 0, 0]
-        for axis in perm:
-            cur[axis] = 1
-            path.append(tuple(cur))
-        tets.append(np.stack([corners[p] for p in path], axis=1))
-    return np.concatenate(tets).astype(np.int64)
+    origin = i * m * m + j * m + k  # each cube's corner (0, 0, 0); the others are offsets from it
+    del i, j, k
+    step = np.array([m * m, m, 1], dtype=np.int64)
+    cells = np.empty((6, n**3, 4), dtype=np.int64)  # written in place: no list of six copies to join
+    for t, perm in enumerate(((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))):
+        offset = 0
+        cells[t, :, 0] = origin
+        for c, axis in enumerate(perm, start=1):
+            offset += step[axis]
+            np.add(origin, offset, out=cells[t, :, c])
+    return cells.reshape(-1, 4)
 
 
 def _box_boundary(points: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Tag the facets of a box mesh lying on x_k = 0 (tag 2k+1) or x_k = 1 (tag 2k+2)."""
+    """Tag the facets of a box mesh lying on x_k = 0 (tag 2k+1) or x_k = 1 (tag 2k+2).
+
+    Only the cells with d vertices on the boundary can have a facet there: the facets are formed for those
+    alone (a mesh of N cells per side has O(N^(d-1)) of them), so the memory stays a byte per vertex of a cell.
+    """
     d = points.shape[1]
+    planes = [np.abs(points[:, k] - side) < 1e-12 for k in range(d) for side in (0.0, 1.0)]  # tag - 1 -> on it
+    on_boundary = np.logical_or.reduce(planes)
+    near = cells[on_boundary[cells].sum(axis=1) >= d]
     local = [[j for j in range(d + 1) if j != k] for k in range(d + 1)]
-    facets = cells[:, local].reshape(-1, d)
-    x = points[facets]
+    facets = near[:, local].reshape(-1, d)
     tags = np.zeros(len(facets), dtype=np.int64)
-    for k in range(d):
-        tags[(np.abs(x[:, :, k]) < 1e-12).all(axis=1)] = 2 * k + 1
-        tags[(np.abs(x[:, :, k] - 1) < 1e-12).all(axis=1)] = 2 * k + 2
+    for tag, plane in enumerate(planes, start=1):
+        tags[plane[facets].all(axis=1)] = tag
     on = tags > 0
     return facets[on], tags[on]
 

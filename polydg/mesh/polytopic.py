@@ -407,6 +407,19 @@ def _sort_distinct(e_lo, e_hi, offsets, vertices, distinct):  # pragma: no cover
         distinct[e] = m
 
 
+#: the peak memory (bytes) per fine cell of agglomerating a fine mesh and building its polytopic mesh, by
+#: dimension, as measured (docs/performance.md, "Memory")
+BUILD_BYTES_PER_CELL = {2: 450, 3: 680}
+#: the share of :func:`build_bytes` a refusal goes by, so that it is sure whatever the mesh's shape
+SURE_SHARE = 0.75
+
+
+def build_bytes(dim: int, cells: int) -> int:
+    """About the peak memory that agglomerating ``cells`` fine simplices of dimension ``dim`` and building
+    their :class:`PolytopicMesh` take (:data:`BUILD_BYTES_PER_CELL`)."""
+    return int(BUILD_BYTES_PER_CELL[3 if dim >= 3 else 2] * int(cells))
+
+
 def require_polytopic(mesh, taker: str) -> None:
     """Refuse anything but a :class:`PolytopicMesh` where ``taker`` ("DGSpace takes a PolytopicMesh") needs
     one, in one line saying how to make it of the fine mesh a user most likely passed."""
