@@ -106,3 +106,13 @@ class DGSpace:
             f"{self.min_degree}..{self.max_degree}, "
             f"{self.n_dofs} dofs)"
         )
+
+
+def require_space(space, taker: str) -> None:
+    """Refuse anything but a :class:`DGSpace` where ``taker`` ("assemble") takes one first, in one line that
+    says how to make it (a mesh given for it, or the problem and the space swapped)."""
+    if not isinstance(space, DGSpace):
+        hint = ("make one: DGSpace(mesh, degree)" if isinstance(space, PolytopicMesh) else
+                "the space comes first, then the problem" if hasattr(space, "diffusion") else
+                "make one: DGSpace(mesh, degree) of a polytopic mesh")
+        raise OptionError(f"{taker} takes a DGSpace first, got {type(space).__name__}: {hint}")

@@ -353,7 +353,7 @@ CASES = ["empty mesh", "truncated polydata", "random bytes", "garbage after a he
          "wrong cell types", "2D mesh, 3D problem", "missing problem file", "syntax error", "raises on import",
          "lacks NAME", "NAME is not a problem", "polygons past their count", "negative perturbation seed",
          "negative amplitude", "negative waves", "METIS seed past 64 bits", "infinite final time",
-         "unknown grid interpolation", "boundary datum of the iterate", "scalar from a diffusion callable",
+         "unknown grid interpolation", "a coefficient SPEC of text", "boundary datum of the iterate", "scalar from a diffusion callable",
          "repeat of a march", "repeat of a nonlinear solve", "approach 1 of a nonlinear solve",
          "failed iterative solve"]
 
@@ -422,6 +422,9 @@ def bad_inputs(d: Path, valid: dict[str, bytes]) -> dict[str, tuple[list[str], l
                                        ["grid.npy:0,1,0,1:cubic: unknown interpolation 'cubic'; expected linear "
                                         "(multilinear) or constant (piecewise constant, also meant when none is "
                                         "given)"]),
+        "a coefficient SPEC of text": ([*quiet, "--coefficient", "diffusion=abc"],
+                                       ["--coefficient diffusion=abc: SPEC 'abc' is neither a number nor cell:, "
+                                        "element: or grid: data; SPEC cell:ARRAY"]),
         "boundary datum of the iterate": ([*quiet, "--problem", f"{d / 'datum.py'}:problem"],
                                           ["problem 'datum': dirichlet names the iterate (u): only diffusion, "
                                            "reaction and source may depend on it; boundary data are functions of x"]),
@@ -494,3 +497,64 @@ def test_a_solution_of_the_wrong_size_is_one_line_where_it_is_sampled(shape):
         sample_solution(space, np.zeros(shape))
     assert str(info.value) == f"solution has shape {shape}, the space has 24 dofs"
     assert len(sample_solution(space, np.zeros((1, 24))).values) == 24
+
+
+def _spaces():
+    from polydg.mesh import build_polytopic_mesh
+    from polydg.problem import builtin_problem
+    from polydg.space import DGSpace
+
+    mesh = build_polytopic_mesh(from_spec("square:2"))
+    return mesh, DGSpace(mesh, 1), builtin_problem("paper-2d", 2)
+
+
+def test_a_mesh_or_a_problem_where_the_space_goes_is_one_line():
+    from polydg.assembly import Assembler, assemble
+    from polydg.errors import OptionError
+    from polydg.solve import errors
+
+    mesh, space, problem = _spaces()
+    with pytest.raises(OptionError, match=r"^assemble takes a DGSpace first, got PolytopicMesh: make one: "
+                                          r"DGSpace\(mesh, degree\)$"):
+        assemble(mesh, problem)
+    with pytest.raises(OptionError, match="^assemble takes a DGSpace first, got Problem: the space comes first, "
+                                          "then the problem$"):
+        assemble(problem, space)
+    with pytest.raises(OptionError, match="^Assembler takes a DGSpace first, got str"):
+        Assembler("square:2")
+    with pytest.raises(OptionError, match="^errors takes a DGSpace first, got Problem"):
+        errors(problem, space, np.zeros(space.n_dofs))
+
+
+def test_values_of_the_wrong_kind_are_one_line():
+    from polydg.errors import OptionError, ProblemError
+    from polydg.mesh import SimplexMesh
+    from polydg.partition import agglomerate
+    from polydg.problem.data import CellData, GridData
+    from polydg.solve import errors, solve
+    from polydg.solve.system import SolverError
+
+    fine = from_spec("square:4")
+    assert agglomerate(fine, 8.0).n_elements == agglomerate(fine, 8).n_elements  # a whole float, as from 6 * n**3 / 48
+    with pytest.raises(OptionError, match=r"^agglomerate: the number of elements must be a whole number, got 8.5$"):
+        agglomerate(fine, 8.5)
+    with pytest.raises(OptionError, match=r"^agglomerate takes a fine mesh, got str: make one by "):
+        agglomerate("square:4", 4)
+    points = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    with pytest.raises(MeshError, match=r"^<array>: cells must be whole vertex or element numbers; entry \(0, 2\) "
+                                        r"is 2.5$"):
+        SimplexMesh(points, [[0, 1, 2.5]])
+    assert SimplexMesh(points, [[0, 1, 2.0]]).cells.dtype == np.int64
+    with pytest.raises(ProblemError, match="^cell data: values are complex; coefficients are real$"):
+        CellData(np.ones(4) * (1 + 1j))
+    with pytest.raises(ProblemError, match="^grid data: values are complex"):
+        GridData(np.ones((2, 2)) * 1j, [0, 1, 0, 1])
+    mesh, space, problem = _spaces()
+    with pytest.raises(SolverError, match="^solution has complex values"):
+        errors(space, problem, np.zeros(space.n_dofs) + 1j)
+    import scipy.sparse as sp
+
+    for keyword, value in (("tol", -1), ("tol", 0.0), ("tol", "1e-8"), ("maxiter", 0), ("maxiter", 2.5)):
+        with pytest.raises(OptionError, match=f"^{keyword} must be"):
+            solve(sp.identity(3, format="csr"), np.ones(3), method="iterative", **{keyword: value})
+

@@ -456,7 +456,7 @@ def test_bad_coefficient_options_are_one_line(setting, tmp_path):
         f"source=element:{tmp_path}/missing.npy": "missing.npy' not found",
         "advection=1": "unknown coefficient 'advection'",
         "diffusion": "expected NAME=SPEC",
-        "diffusion=fast": "expected NAME=SPEC",
+        "diffusion=fast": "SPEC 'fast' is neither a number nor cell:, element: or grid: data",
         f"diffusion=grid:{tmp_path}/grid.npy:0,1,0": "bounds [0.0, 1.0, 0.0] must be",
         f"diffusion=grid:{tmp_path}/grid.npy:0,1,0,1,0,1": "values of shape (3, 3) on a 3D grid",
     }
@@ -510,3 +510,37 @@ def test_command_line_coefficient_from_the_mesh_files_cell_data(tmp_path, capsys
     assert main(args + ["--coefficient", "diffusion=cell:porosity"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "porosity" in err and "permeability" in err
+
+
+def test_command_line_says_what_the_coefficient_option_changes(tmp_path, capsys):
+    """A given --quadrature-simplices coarse that data per fine cell overrides, and an exact solution that a
+    replaced coefficient voids, are each said in a line (no errors are then computed); degree 0 with a diffusion
+    warns once that it does not converge."""
+    import json
+
+    from polydg.assembly import assembler
+    from polydg.cli import main
+    from polydg.mesh import from_spec
+
+    np.save(tmp_path / "k.npy", np.ones(from_spec("square:4").n_cells))
+    out = tmp_path / "out"
+    args = ["--mesh", "square:4", "--agglomerate", "6", "--degree", "1", "--solve", "--output", str(out)]
+    capsys.readouterr()
+    assert main(args + ["--coefficient", f"diffusion=cell:{tmp_path / 'k.npy'}", "--quadrature-simplices",
+                        "coarse"]) == 0
+    err = capsys.readouterr().err
+    assert "--quadrature-simplices coarse: data per fine cell is read on the fine cells" in err
+    assert "--coefficient replaces paper-2d's coefficients: its exact solution no longer holds" in err
+    assert "errors" not in json.loads((out / "summary.json").read_text())
+    assert main(args + ["--coefficient", "diffusion=1", "--quiet"]) == 0  # a number: no cell data, coarse kept
+    assert json.loads((out / "summary.json").read_text())["quadrature_simplices"] == "coarse"
+    said = assembler._SAID["degree 0"]
+    try:
+        assembler._SAID["degree 0"] = False
+        capsys.readouterr()
+        assert main(["--mesh", "square:4", "--agglomerate", "6", "--degree", "0"]) == 0
+        assert main(["--mesh", "square:4", "--agglomerate", "6", "--degree", "0"]) == 0
+        err = capsys.readouterr().err
+        assert err.count("warning: degree 0 with a diffusion: the gradients vanish") == 1, err
+    finally:
+        assembler._SAID["degree 0"] = said

@@ -45,6 +45,7 @@ from ..errors import OptionError, ProblemWarning, warn_user
 from ..problem.protocol import as_steady_problem
 from ..threads import thread_count
 from ..problem.data import check_data
+from ..space import require_space
 from .coefficients import Coefficients
 from .finite import check_finite_result
 from .kept_points import KeptPoints, kept_points_allowance, kept_points_bytes
@@ -66,6 +67,10 @@ __all__ = ["APPROACHES", "PRECISIONS", "TIMING_KEYS", "Assembler", "AssemblyResu
 
 # ---------------------------------------------------------------------------
 # the driver
+
+
+#: what a process has been told once
+_SAID = {"degree 0": False}
 
 
 def assemble(space, problem, options: AssemblyOptions | None = None, *, matrix: bool = True,
@@ -117,6 +122,7 @@ def assemble(space, problem, options: AssemblyOptions | None = None, *, matrix: 
     >>> assemble(space, builtin_problem("poisson", 2), precision="single").matrix.dtype
     dtype('float32')
     """
+    require_space(space, "assemble")
     assembler = Assembler(space, options, scope=scope, keep_points=False, **choices)
     return assembler.assemble(problem, matrix=matrix, progress=progress, workspace=workspace)
 
@@ -160,6 +166,7 @@ class Assembler:
 
     def __init__(self, space, options: AssemblyOptions | None = None, *, scope: AssemblyScope | None = None,
                  keep_points: bool | None = None, **choices):
+        require_space(space, "Assembler")
         options = assembly_options(options, choices)
         scope = AssemblyScope() if scope is None else scope
         if not isinstance(scope, AssemblyScope):
@@ -239,6 +246,11 @@ class Assembler:
         if matrix and not (problem.has_diffusion or problem.has_advection or problem.has_reaction):
             warn_user(f"problem {problem.name!r} has no diffusion, advection or reaction (each absent or zero): "
                       "its matrix is zero", ProblemWarning)
+        if matrix and problem.has_diffusion and space.min_degree == 0 and not _SAID["degree 0"]:
+            _SAID["degree 0"] = True  # once a process: a study of degrees says it at its first
+            warn_user("degree 0 with a diffusion: the gradients vanish on those elements and the penalty alone "
+                      "couples them, so the solution does not converge to the diffusion problem's (use degree 1 "
+                      "or more where there is diffusion; degree 0 suits advection and reaction)", ProblemWarning)
         made = self._layout_key(matrix) not in self._layouts
         if face_penalty is not None:
             face_penalty = np.ascontiguousarray(face_penalty, dtype=np.float64)

@@ -103,9 +103,28 @@ def load_run_problem(spec: str, dim: int):
 def quadrature_simplices(args: argparse.Namespace, problem) -> str:
     """The run's sub-simplices: the fine cells for a space-time march (it chooses its own) and for data per
     fine cell (each point in one cell), else ``--quadrature-simplices``."""
+    from ..mesh.quadrature_simplices import DEFAULT_QUADRATURE_SIMPLICES
     from ..problem.data import uses_cell_data
 
-    return "fine" if problem.space_time or uses_cell_data(problem) else args.quadrature_simplices
+    if problem.space_time or uses_cell_data(problem):
+        return "fine"
+    return args.quadrature_simplices or DEFAULT_QUADRATURE_SIMPLICES
+
+
+def note_replaced_exact(args: argparse.Namespace, given, problem, say) -> None:
+    """Say so where ``--coefficient`` voided the problem's exact solution: the run gives no errors."""
+    if getattr(given, "exact", None) is not None and getattr(problem, "exact", None) is None:
+        say(f"--coefficient replaces {given.name}'s coefficients: its exact solution no longer holds, so no "
+            "errors are computed")
+
+
+def note_quadrature_simplices(args: argparse.Namespace, problem, say) -> None:
+    """Say so where ``--quadrature-simplices coarse``, given, gives way to the fine cells (data per fine cell)."""
+    from ..problem.data import uses_cell_data
+
+    if args.quadrature_simplices == "coarse" and not problem.space_time and uses_cell_data(problem):
+        say("--quadrature-simplices coarse: data per fine cell is read on the fine cells (each quadrature point "
+            "in one cell), so the fine cells are the quadrature simplices")
 
 
 def check_memory_early(opts: RunOptions, fine=None, matrix: bool = True) -> None:

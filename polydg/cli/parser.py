@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sigma = C a p^2 / h (classical, default) or the paper's Appendix A")
     a.add_argument("--quadrature-extra", type=int, default=0, metavar="K",
                    help="exactness degree 2p + 1 + K (default 0; raise for rough coefficients)")
-    a.add_argument("--quadrature-simplices", default=DEFAULT_QUADRATURE_SIMPLICES, choices=QUADRATURE_SIMPLICES,
+    a.add_argument("--quadrature-simplices", default=None, choices=QUADRATURE_SIMPLICES,
                    help="volume quadrature on each 2D element's fine triangles, or on coarse ones: the element "
                         f"re-triangulated from its boundary vertices, fewer and faster (default "
                         f"{DEFAULT_QUADRATURE_SIMPLICES}; 3D meshes keep their tetrahedra)")

@@ -18,7 +18,7 @@ from ..distributed.comm import collective_phase
 from ..errors import OptionError
 from ..jit import compile_watch
 from .inputs import build_mesh, check_memory_early, check_options, chunk_progress, load_run_problem, \
-    quadrature_simplices
+    note_quadrature_simplices, note_replaced_exact, quadrature_simplices
 from .content import solution_sample
 from .outputs import (check_targets, planned_names, rank_rows_writer, summarise, write_json_summary,
                       write_summary_and_output)
@@ -68,7 +68,9 @@ def _run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
         problem = load_run_problem(args.problem, dim)
         # --coefficient: rank 0 read the mesh and its cell data; the others get the replaced coefficients
         fields = replacements(problem, args.coefficient, fine) if root and args.coefficient else None
-    problem = replaced(problem, comm.bcast(fields, root=0))
+    given, problem = problem, replaced(problem, comm.bcast(fields, root=0))
+    if root:
+        note_replaced_exact(args, given, problem, say)
     with collective_phase(comm):
         check_space_time_options(args, problem)
         check_nonlinear_options(args, opts, problem)
@@ -77,6 +79,7 @@ def _run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
         if problem.nonlinear and args.no_gather:
             raise OptionError("--no-gather is for linear problems; a nonlinear one is solved on rank 0")
         if root:
+            note_quadrature_simplices(args, problem, say)
             check_memory_early(opts, fine, matrix=gathers)
     if problem.space_time:
         return _march_on_ranks(args, opts, comm, problem, fine if root else None, say)

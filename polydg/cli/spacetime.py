@@ -104,7 +104,7 @@ def run_space_time(args: argparse.Namespace, opts: RunOptions, problem: Problem,
     from .nonlinear import nonlinear_options
 
     final_time = DEFAULT_FINAL_TIME if args.final_time is None else float(args.final_time)
-    quadrature_simplices = getattr(args, "quadrature_simplices", DEFAULT_QUADRATURE_SIMPLICES)
+    quadrature_simplices = getattr(args, "quadrature_simplices", None) or DEFAULT_QUADRATURE_SIMPLICES
     steps = parse_local_steps(getattr(args, "local_steps", None))
     if steps is not None:
         steps = steps[0] if steps[0] == steps[1] else random_local_steps(mesh.n_elements, *steps, seed=args.seed)

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import PolyDGWarning
 from ..jit import compile_watch
 from .inputs import Progress, build_mesh, check_memory_early, check_options, chunk_progress, load_run_problem, \
-    quadrature_simplices
+    note_quadrature_simplices, note_replaced_exact, quadrature_simplices
 from .outputs import check_targets, report
 from .nonlinear import check_nonlinear_options
 from .spacetime import check_space_time_options, run_space_time
@@ -47,9 +47,11 @@ def _run(args: argparse.Namespace, say) -> dict:
     check_memory_early(opts)  # a generator's sizes, before it generates
     fine = load_mesh(opts.mesh_spec)
     problem = load_run_problem(args.problem, fine.dim)  # before the first progress line: bad input is one line
-    problem = with_coefficients(problem, args.coefficient, fine)
+    given, problem = problem, with_coefficients(problem, args.coefficient, fine)
+    note_replaced_exact(args, given, problem, say)
     check_space_time_options(args, problem)
     check_nonlinear_options(args, opts, problem)
+    note_quadrature_simplices(args, problem, say)
     check_memory_early(opts, fine)
     say(f"mesh {opts.mesh_spec}: {fine}")
     name_the_kernels(fine.dim, problem, opts)

@@ -19,6 +19,21 @@ from ..errors import MeshError
 MAX_COORDINATE = 1e50
 
 
+def _indices(values, source: str, name: str) -> np.ndarray:
+    """``values`` as contiguous int64, or a one-line MeshError where an entry is not a whole number (a float
+    index would be cut to an integer without a word)."""
+    array = np.asarray(values)
+    if array.dtype.kind == "f":
+        whole = np.isfinite(array) & (array == np.round(array))
+        if not whole.all():
+            where = tuple(int(i) for i in np.argwhere(~whole)[0])
+            raise MeshError(f"{source}: {name} must be whole vertex or element numbers; entry {where} is "
+                            f"{float(array[where]):g}")
+    elif array.size and array.dtype.kind not in "iub":
+        raise MeshError(f"{source}: {name} must be integers, got {array.dtype} values")
+    return np.ascontiguousarray(array, dtype=np.int64)
+
+
 @dataclass
 class SimplexMesh:
     """A conforming simplicial mesh as plain arrays.
@@ -74,7 +89,7 @@ class SimplexMesh:
                 f"got {self.points.shape}"
             )
         d = self.points.shape[1]
-        self.cells = np.ascontiguousarray(self.cells, dtype=np.int64)
+        self.cells = _indices(self.cells, self.source, "cells")
         if self.cells.ndim != 2 or self.cells.shape[1] != d + 1:
             raise MeshError(
                 f"{self.source}: a {d}D simplicial mesh needs cells with {d + 1} "
@@ -84,10 +99,10 @@ class SimplexMesh:
             self.boundary_facets = np.zeros((0, d), dtype=np.int64)
         if self.boundary_tags is None:
             self.boundary_tags = np.zeros(len(self.boundary_facets), dtype=np.int64)
-        self.boundary_facets = np.ascontiguousarray(self.boundary_facets, dtype=np.int64).reshape(-1, d)
-        self.boundary_tags = np.ascontiguousarray(self.boundary_tags, dtype=np.int64).reshape(-1)
+        self.boundary_facets = _indices(self.boundary_facets, self.source, "boundary_facets").reshape(-1, d)
+        self.boundary_tags = _indices(self.boundary_tags, self.source, "boundary_tags").reshape(-1)
         if self.cell_element is not None:
-            self.cell_element = np.ascontiguousarray(self.cell_element, dtype=np.int64)
+            self.cell_element = _indices(self.cell_element, self.source, "cell_element")
         self.cell_data = {str(name): np.asarray(values) for name, values in dict(self.cell_data).items()}
         self.check()
 

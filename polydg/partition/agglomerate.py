@@ -66,6 +66,16 @@ def checked_seed(seed, what: str) -> int:
     return int(seed)
 
 
+def _count(n_elements) -> int:
+    """The number of elements asked for as an int (a whole float such as 6 * 8**3 / 48 taken as it is), or a
+    one-line OptionError."""
+    if isinstance(n_elements, (int, np.integer)) and not isinstance(n_elements, bool):
+        return int(n_elements)
+    if isinstance(n_elements, (float, np.floating)) and np.isfinite(n_elements) and n_elements == int(n_elements):
+        return int(n_elements)
+    raise OptionError(f"agglomerate: the number of elements must be a whole number, got {n_elements!r}")
+
+
 def agglomerate_cells(fine: SimplexMesh, n_elements: int, *, seed: int = DEFAULT_SEED) -> np.ndarray:
     """Element id of every simplex of ``fine``: METIS parts of the fine cells' dual graph, made connected.
 
@@ -73,6 +83,10 @@ def agglomerate_cells(fine: SimplexMesh, n_elements: int, *, seed: int = DEFAULT
     never split between elements.
     """
     seed = checked_seed(seed, "agglomerate")
+    if not isinstance(fine, SimplexMesh):
+        raise OptionError(f"agglomerate takes a fine mesh, got {type(fine).__name__}: make one by "
+                          "polydg.mesh.from_spec('square:16') or polydg.mesh.load_mesh(path)")
+    n_elements = _count(n_elements)
     polygons = fine.cell_element is not None
     n_cells = fine.n_fine_cells
     if n_elements < 1:

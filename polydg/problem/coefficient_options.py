@@ -75,7 +75,8 @@ def parse_coefficient(text: str, fine, option: str = OPTION):
     try:
         value = float(spec)
     except ValueError:
-        raise OptionError(f"{given}: expected {SPEC_HELP}") from None
+        raise OptionError(f"{given}: SPEC {spec!r} is neither a number nor cell:, element: or grid: data; SPEC "
+                          f"{SPEC_HELP.split('SPEC ', 1)[1].removesuffix('; repeatable')}") from None
     if not np.isfinite(value):
         raise OptionError(f"{given}: {spec} is not a finite number")
     if name == "diffusion" and value < 0:

@@ -70,6 +70,8 @@ def checked_values(values: Any, source: str, per: str, label=None) -> np.ndarray
     finite, tensors symmetric positive semi-definite; else a one-line ProblemError naming ``source`` and the
     first bad entry, ``label(i)`` (default: "``per`` i")."""
     label = label or (lambda i: f"{per} {i}")
+    if np.iscomplexobj(values):
+        raise ProblemError(f"{source}: values are complex; coefficients are real")
     try:
         array = np.array(values, dtype=np.float64)
     except (TypeError, ValueError):
@@ -215,6 +217,8 @@ class GridData:
                                "(4 or 6 finite numbers)")
         d = len(box) // 2
         self.low, self.high = box[0::2], box[1::2]
+        if np.iscomplexobj(values):
+            raise ProblemError(f"{self.source}: values are complex; coefficients are real")
         try:
             array = np.asarray(values, dtype=np.float64)
         except (TypeError, ValueError):

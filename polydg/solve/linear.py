@@ -121,6 +121,11 @@ def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "auto", *, symmetr
         raise OptionError(f"unknown ordering {ordering!r}; choose one of {', '.join(ORDERINGS)}")
     if preconditioner not in PRECONDITIONERS:
         raise OptionError(f"unknown preconditioner {preconditioner!r}; choose one of {', '.join(PRECONDITIONERS)}")
+    if isinstance(tol, bool) or not (isinstance(tol, (int, float, np.integer, np.floating)) and 0 < tol < 1):
+        raise OptionError(f"tol must be a number in (0, 1), the relative residual to reach, got {tol!r}")
+    if maxiter is not None and (isinstance(maxiter, bool) or not isinstance(maxiter, (int, np.integer))
+                                or maxiter < 1):
+        raise OptionError(f"maxiter must be a positive integer or None, got {maxiter!r}")
     if method == "iterative" and preconditioner == "amg" and preconditioners.pyamg_module() is None:
         raise OptionError("preconditioner 'amg' needs pyamg: pip install pyamg (a dependency of polydg)")
     if block_sizes is None and space is not None:

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..problem.contract import reads_location
 from ..problem.data import PointLocation
+from ..space import require_space
 from .system import SolverError
 
 #: default penalty constant of :func:`errors` when no per-face values are given
@@ -92,6 +93,9 @@ def _chunks(n: int, per_item: int, budget_mb: float) -> list[slice]:
 
 def _coefficients_of(space: Any, solution: Any) -> np.ndarray:
     """``solution`` as the space's (n_dofs,) float64 coefficients, or a one-line SolverError."""
+    if np.iscomplexobj(solution):
+        raise SolverError("solution has complex values: the DG spaces here are real (give its real part, or "
+                          "each part apart)")
     solution = np.asarray(solution, dtype=np.float64)
     if solution.size != space.n_dofs or solution.squeeze().ndim > 1:
         raise SolverError(f"solution has shape {solution.shape}, the space has {space.n_dofs} dofs")
@@ -224,6 +228,7 @@ def errors(space: Any, problem: Any, solution: np.ndarray, *, penalty_values: np
     ``faces`` (a boolean mask over the faces) limits the face sums to those
     faces: one MPI rank's share, whose squares the ranks add up.
     """
+    require_space(space, "errors")
     mesh = space.mesh
     solution = _coefficients_of(space, solution)
     if penalty_values is not None:
