@@ -353,7 +353,8 @@ CASES = ["empty mesh", "truncated polydata", "random bytes", "garbage after a he
          "wrong cell types", "2D mesh, 3D problem", "missing problem file", "syntax error", "raises on import",
          "lacks NAME", "NAME is not a problem", "polygons past their count", "negative perturbation seed",
          "negative amplitude", "negative waves", "METIS seed past 64 bits", "infinite final time",
-         "unknown grid interpolation", "a coefficient SPEC of text", "boundary datum of the iterate", "scalar from a diffusion callable",
+         "unknown grid interpolation", "a coefficient SPEC of text",
+         "boundary datum of the iterate", "scalar from a diffusion callable",
          "repeat of a march", "repeat of a nonlinear solve", "approach 1 of a nonlinear solve",
          "failed iterative solve"]
 
@@ -541,9 +542,10 @@ def test_values_of_the_wrong_kind_are_one_line():
     with pytest.raises(OptionError, match=r"^agglomerate takes a fine mesh, got str: make one by "):
         agglomerate("square:4", 4)
     points = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
-    with pytest.raises(MeshError, match=r"^<array>: cells must be whole vertex or element numbers; entry \(0, 2\) "
-                                        r"is 2.5$"):
+    with pytest.raises(MeshError, match=r"^<array>: cells must be whole vertex numbers; entry \(0, 2\) is 2.5$"):
         SimplexMesh(points, [[0, 1, 2.5]])
+    with pytest.raises(MeshError, match=r"^<array>: boundary_tags must be whole tags; entry \(0,\) is 1e\+30$"):
+        SimplexMesh(points, [[0, 1, 2]], [[0, 1]], [1e30])
     assert SimplexMesh(points, [[0, 1, 2.0]]).cells.dtype == np.int64
     with pytest.raises(ProblemError, match="^cell data: values are complex; coefficients are real$"):
         CellData(np.ones(4) * (1 + 1j))

@@ -103,12 +103,15 @@ def test_json_dash_puts_the_summary_alone_on_stdout(run, tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("__")) == ["printing.py"]
 
 
-def test_rank_flags_on_one_process_are_said_to_do_nothing(tmp_path):
-    r = in_process("--mesh", "square:4", "--no-gather", "--timeout", "30", "--output", tmp_path / "out")
+def test_flags_that_do_nothing_here_are_said_to_do_nothing(tmp_path):
+    r = in_process("--mesh", "square:4", "--no-gather", "--timeout", "30", "--output", tmp_path / "out",
+                   "--backend", "numpy", "--to-host")
     assert r.returncode == 0, r.stderr
     warned = [line for line in r.stderr.splitlines() if "warning" in line]
     assert warned == ["polydg.assemble: warning: --no-gather is for MPI ranks (mpiexec -n N): one process ignores it",
-                      "polydg.assemble: warning: --timeout is for MPI ranks (mpiexec -n N): one process ignores it"]
+                      "polydg.assemble: warning: --timeout is for MPI ranks (mpiexec -n N): one process ignores it",
+                      "polydg.assemble: warning: --to-host is for a GPU backend: the CPU's matrix is on the host "
+                      "already"]
     assert (tmp_path / "out" / "matrix.npz").exists()  # the one-process files, not rows-rank0.npz
 
 

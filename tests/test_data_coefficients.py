@@ -531,8 +531,10 @@ def test_command_line_says_what_the_coefficient_option_changes(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "--quadrature-simplices coarse: data per fine cell is read on the fine cells" in err
     assert "--coefficient replaces paper-2d's coefficients: its exact solution no longer holds" in err
-    assert "errors" not in json.loads((out / "summary.json").read_text())
-    assert main(args + ["--coefficient", "diffusion=1", "--quiet"]) == 0  # a number: no cell data, coarse kept
+    summary = json.loads((out / "summary.json").read_text())
+    assert "errors" not in summary and summary["memory_budget_mb"] == 1024.0  # the sided executor's record
+    assert main(args + ["--coefficient", "diffusion=1", "--quadrature-simplices", "coarse"]) == 0  # no cell data
+    assert "--quadrature-simplices coarse:" not in capsys.readouterr().err
     assert json.loads((out / "summary.json").read_text())["quadrature_simplices"] == "coarse"
     said = assembler._SAID["degree 0"]
     try:

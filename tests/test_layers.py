@@ -202,7 +202,8 @@ def test_the_design_names_who_imports_whom_as_the_code_does(graph):
     actual: dict[str, set[str]] = {}
     for name, targets in graph.items():
         if _unit(name) is not None:
-            actual.setdefault(_unit(name), set()).update(_unit(t) for t in targets if _unit(t) not in (None, _unit(name)))
+            actual.setdefault(_unit(name), set()).update(_unit(t) for t in targets
+                                                         if _unit(t) not in (None, _unit(name)))
     differ = {unit: {"drawn, not imported": sorted(drawn.get(unit, set()) - actual[unit]),
                      "imported, not drawn": sorted(actual[unit] - drawn.get(unit, set()))}
               for unit in actual if drawn.get(unit, set()) != actual[unit] and (actual[unit] or unit in drawn)}

@@ -304,6 +304,9 @@ def test_generated_boundary_is_every_facet_on_the_box_and_only_those(spec):
         tags[(np.abs(x[:, :, k] - 1) < 1e-12).all(axis=1)] = 2 * k + 2
     mesh = from_spec(spec)
     np.testing.assert_array_equal(mesh.cells, cells)
+    if spec == "cube:3":  # the Kuhn cells themselves: cube:1's six tetrahedra along its diagonal 0 -> 7
+        np.testing.assert_array_equal(from_spec("cube:1").cells, [[0, 4, 6, 7], [0, 4, 5, 7], [0, 2, 6, 7],
+                                                                  [0, 2, 3, 7], [0, 1, 5, 7], [0, 1, 3, 7]])
     np.testing.assert_array_equal(mesh.boundary_facets, facets[tags > 0])
     np.testing.assert_array_equal(mesh.boundary_tags, tags[tags > 0])
     assert len(mesh.boundary_facets) == (12 * n * n if d == 3 else 4 * n)

@@ -68,14 +68,10 @@ from .sums_layout import BLOCK_ENTRIES_MAX
 
 numpy_aliases_for_numba_cuda()  # before numba-cuda's CUDA target first loads (at the first compilation)
 
-#: the interpreter's switch interval (seconds) under the simulator (below)
+#: the interpreter's switch interval (seconds) while the simulator runs a launch (:func:`_launching`)
 SIMULATOR_SWITCH_INTERVAL = 1e-4
 #: threads per block: a multiple of the warp on a GPU; the simulator runs a Python thread per GPU thread
 THREADS = 32 if config.ENABLE_CUDASIM else 128
-if config.ENABLE_CUDASIM:
-    # The simulator's launch polls its threads in a loop that holds the GIL for the whole switch interval
-    # (5 ms by default) each turn; a short interval hands the GIL to the threads doing the work.
-    sys.setswitchinterval(SIMULATOR_SWITCH_INTERVAL)
 
 
 #: whether kernels are kept on disk (:func:`kernel`); ``POLYDG_CUDA_CACHE=0`` compiles them in every process
@@ -277,16 +273,24 @@ def _atomic_vec(rhs, first, vec, n):
 
 
 @contextmanager
-def _small_grids_expected():
-    """numba-cuda warns of grids too small to fill the card; ours are small by design where a chunk, a mesh
+def _launching():
+    """What a launch changes while it runs.
+
+    numba-cuda warns of grids too small to fill the card; ours are small by design where a chunk, a mesh
     or a compiling launch is (the warning would reach the user at every one).  Its own switch, as its tests
-    turn it: a ``warnings`` filter would reset the record of warnings already shown at every launch."""
+    turn it: a ``warnings`` filter would reset the record of warnings already shown at every launch.
+    Under the simulator, whose launch polls its threads in a loop that holds the GIL for a whole switch
+    interval (5 ms by default) each turn, a short interval hands the GIL to the threads doing the work."""
     before = getattr(cuda_config, "CUDA_LOW_OCCUPANCY_WARNINGS", 0)
+    interval = sys.getswitchinterval()
     cuda_config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+    if config.ENABLE_CUDASIM:
+        sys.setswitchinterval(SIMULATOR_SWITCH_INTERVAL)
     try:
         yield
     finally:
         cuda_config.CUDA_LOW_OCCUPANCY_WARNINGS = before
+        sys.setswitchinterval(interval)
 
 
 def launch_view(a):
@@ -346,13 +350,13 @@ def launch(kernel, n: int, *args, block: int | None = None) -> None:
     ``block``, ``n`` blocks of ``block`` threads (a block per element)."""
     if n > 0:
         grid = (n, block) if block else ((n + THREADS - 1) // THREADS, THREADS)
-        with _small_grids_expected():
+        with _launching():
             kernel[grid](n, *args)
 
 
 def warm(kernel, *args) -> None:
     """Compile ``kernel`` for ``args`` (those after its thread count) by one launch whose thread returns."""
-    with _small_grids_expected():
+    with _launching():
         kernel[1, 1](0, *args)
 
 

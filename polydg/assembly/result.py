@@ -30,8 +30,10 @@ class AssemblyResult:
 
     def __repr__(self) -> str:  # one line: the arrays and the info dict are read as attributes
         info = self.info
-        what = (f"matrix {self.matrix.shape[0]} x {self.matrix.shape[1]}, {self.matrix.nnz} non-zeros"
-                if self.matrix is not None else "no matrix (the load alone)")
+        shape = getattr(self.matrix, "shape", None)
+        what = ("no matrix (the load alone)" if self.matrix is None else
+                f"matrix {shape[0]} x {shape[1]}, {self.matrix.nnz} non-zeros" if shape is not None else
+                f"{self.matrix.nnz} non-zeros on the ranks")
         seconds = info.get("timings", {}).get("total_assembly")
         extra = "".join(f", {info[k]}" for k in ("backend", "precision") if k in info)
         return (f"AssemblyResult({what}, load of {len(self.rhs)} rows{extra}"

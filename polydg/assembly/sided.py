@@ -88,6 +88,7 @@ def assemble_sided(space, problem, options: AssemblyOptions, *, scope: AssemblyS
         "executor": "sided",
         "penalty": {"constant": options.penalty, "kind": options.penalty_kind},
         "quadrature_extra": options.quadrature_extra,
+        "memory_budget_mb": options.budget_mb,
         "chunks": len(plan.chunks),
         "options": options.as_dict(),
         "timings": timings,

@@ -76,10 +76,16 @@ def check_options(args: argparse.Namespace, say=None) -> RunOptions:
         from ..plot import pyplot
 
         pyplot()  # matplotlib is there, or one line naming the extra, before any work
+    backend = resolve_backend(args.backend, say=say)
+    if args.to_host and backend == "numpy" and args.backend != "auto":  # said, not refused (as --backend auto is)
+        import warnings
+
+        from ..errors import PolyDGWarning
+
+        warnings.warn("--to-host is for a GPU backend: the CPU's matrix is on the host already", PolyDGWarning)
     assembly = AssemblyOptions(approach=args.approach, precision=args.precision, penalty=args.penalty,
                                penalty_kind=args.penalty_kind, quadrature_extra=args.quadrature_extra,
-                               memory_budget_mb=args.memory_budget, backend=resolve_backend(args.backend, say=say),
-                               to_host=args.to_host)
+                               memory_budget_mb=args.memory_budget, backend=backend, to_host=args.to_host)
     return RunOptions(mesh_spec=args.mesh or DEFAULT_MESH, agglomerate=n_agg, degrees=(lo, hi),
                       method=args.solve or ("auto" if default_run else None), assembly=assembly)
 
@@ -111,18 +117,19 @@ def quadrature_simplices(args: argparse.Namespace, problem) -> str:
     return args.quadrature_simplices or DEFAULT_QUADRATURE_SIMPLICES
 
 
-def note_replaced_exact(args: argparse.Namespace, given, problem, say) -> None:
+def note_replaced_exact(given, problem, say) -> None:
     """Say so where ``--coefficient`` voided the problem's exact solution: the run gives no errors."""
     if getattr(given, "exact", None) is not None and getattr(problem, "exact", None) is None:
         say(f"--coefficient replaces {given.name}'s coefficients: its exact solution no longer holds, so no "
             "errors are computed")
 
 
-def note_quadrature_simplices(args: argparse.Namespace, problem, say) -> None:
-    """Say so where ``--quadrature-simplices coarse``, given, gives way to the fine cells (data per fine cell)."""
+def note_quadrature_simplices(args: argparse.Namespace, problem, dim: int, say) -> None:
+    """Say so where ``--quadrature-simplices coarse``, given, gives way to the fine cells (data per fine cell)
+    on a 2D mesh (3D meshes keep their tetrahedra in any case)."""
     from ..problem.data import uses_cell_data
 
-    if args.quadrature_simplices == "coarse" and not problem.space_time and uses_cell_data(problem):
+    if args.quadrature_simplices == "coarse" and dim == 2 and not problem.space_time and uses_cell_data(problem):
         say("--quadrature-simplices coarse: data per fine cell is read on the fine cells (each quadrature point "
             "in one cell), so the fine cells are the quadrature simplices")
 

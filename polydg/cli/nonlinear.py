@@ -64,7 +64,8 @@ def run_nonlinear(args: argparse.Namespace, opts: RunOptions, problem, space, sa
     timings["indices"] = system.plan_seconds  # the plan (pattern, points' rules, chunks) is made once
     info = {"precision": "double", "backend": system.options.backend, "approach": "2",
             "penalty": {"constant": system.options.penalty, "kind": system.options.penalty_kind},
-            "quadrature_extra": system.options.quadrature_extra, "options": system.options.as_dict()}
+            "quadrature_extra": system.options.quadrature_extra, "memory_budget_mb": system.options.budget_mb,
+            "options": system.options.as_dict()}
     assembly = AssemblyResult(last.jacobian, last.residual, last.face_penalty, info)
     solve_seconds = float(sum(s["solve"] for s in result.seconds))
     solve_info = {"seconds": solve_seconds, "solver": f"{nonlinear.method} + {nonlinear.linear_solver}",

@@ -70,7 +70,7 @@ def _run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
         fields = replacements(problem, args.coefficient, fine) if root and args.coefficient else None
     given, problem = problem, replaced(problem, comm.bcast(fields, root=0))
     if root:
-        note_replaced_exact(args, given, problem, say)
+        note_replaced_exact(given, problem, say)
     with collective_phase(comm):
         check_space_time_options(args, problem)
         check_nonlinear_options(args, opts, problem)
@@ -79,7 +79,7 @@ def _run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
         if problem.nonlinear and args.no_gather:
             raise OptionError("--no-gather is for linear problems; a nonlinear one is solved on rank 0")
         if root:
-            note_quadrature_simplices(args, problem, say)
+            note_quadrature_simplices(args, problem, dim, say)
             check_memory_early(opts, fine, matrix=gathers)
     if problem.space_time:
         return _march_on_ranks(args, opts, comm, problem, fine if root else None, say)

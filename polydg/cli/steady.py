@@ -48,10 +48,10 @@ def _run(args: argparse.Namespace, say) -> dict:
     fine = load_mesh(opts.mesh_spec)
     problem = load_run_problem(args.problem, fine.dim)  # before the first progress line: bad input is one line
     given, problem = problem, with_coefficients(problem, args.coefficient, fine)
-    note_replaced_exact(args, given, problem, say)
+    note_replaced_exact(given, problem, say)
     check_space_time_options(args, problem)
     check_nonlinear_options(args, opts, problem)
-    note_quadrature_simplices(args, problem, say)
+    note_quadrature_simplices(args, problem, fine.dim, say)
     check_memory_early(opts, fine)
     say(f"mesh {opts.mesh_spec}: {fine}")
     name_the_kernels(fine.dim, problem, opts)

@@ -93,7 +93,7 @@ def _box_boundary(points: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np
     d = points.shape[1]
     planes = [np.abs(points[:, k] - side) < 1e-12 for k in range(d) for side in (0.0, 1.0)]  # tag - 1 -> on it
     on_boundary = np.logical_or.reduce(planes)
-    near = cells[on_boundary[cells].sum(axis=1) >= d]
+    near = cells[on_boundary[cells].sum(axis=1, dtype=np.uint8) >= d]
     local = [[j for j in range(d + 1) if j != k] for k in range(d + 1)]
     facets = near[:, local].reshape(-1, d)
     tags = np.zeros(len(facets), dtype=np.int64)

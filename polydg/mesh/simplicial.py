@@ -19,18 +19,17 @@ from ..errors import MeshError
 MAX_COORDINATE = 1e50
 
 
-def _indices(values, source: str, name: str) -> np.ndarray:
-    """``values`` as contiguous int64, or a one-line MeshError where an entry is not a whole number (a float
-    index would be cut to an integer without a word)."""
+def _indices(values, source: str, name: str, what: str) -> np.ndarray:
+    """``values`` as contiguous int64, or a one-line MeshError where an entry is not a whole number below 2**62
+    (a float index would be cut to an integer without a word); ``what`` the entries are ("vertex numbers")."""
     array = np.asarray(values)
     if array.dtype.kind == "f":
-        whole = np.isfinite(array) & (array == np.round(array))
+        whole = np.isfinite(array) & (array == np.round(array)) & (np.abs(array) < 2.0**62)
         if not whole.all():
             where = tuple(int(i) for i in np.argwhere(~whole)[0])
-            raise MeshError(f"{source}: {name} must be whole vertex or element numbers; entry {where} is "
-                            f"{float(array[where]):g}")
+            raise MeshError(f"{source}: {name} must be whole {what}; entry {where} is {float(array[where]):g}")
     elif array.size and array.dtype.kind not in "iub":
-        raise MeshError(f"{source}: {name} must be integers, got {array.dtype} values")
+        raise MeshError(f"{source}: {name} must be {what} (integers), got {array.dtype} values")
     return np.ascontiguousarray(array, dtype=np.int64)
 
 
@@ -89,7 +88,7 @@ class SimplexMesh:
                 f"got {self.points.shape}"
             )
         d = self.points.shape[1]
-        self.cells = _indices(self.cells, self.source, "cells")
+        self.cells = _indices(self.cells, self.source, "cells", "vertex numbers")
         if self.cells.ndim != 2 or self.cells.shape[1] != d + 1:
             raise MeshError(
                 f"{self.source}: a {d}D simplicial mesh needs cells with {d + 1} "
@@ -99,10 +98,11 @@ class SimplexMesh:
             self.boundary_facets = np.zeros((0, d), dtype=np.int64)
         if self.boundary_tags is None:
             self.boundary_tags = np.zeros(len(self.boundary_facets), dtype=np.int64)
-        self.boundary_facets = _indices(self.boundary_facets, self.source, "boundary_facets").reshape(-1, d)
-        self.boundary_tags = _indices(self.boundary_tags, self.source, "boundary_tags").reshape(-1)
+        self.boundary_facets = _indices(self.boundary_facets, self.source, "boundary_facets",
+                                        "vertex numbers").reshape(-1, d)
+        self.boundary_tags = _indices(self.boundary_tags, self.source, "boundary_tags", "tags").reshape(-1)
         if self.cell_element is not None:
-            self.cell_element = _indices(self.cell_element, self.source, "cell_element")
+            self.cell_element = _indices(self.cell_element, self.source, "cell_element", "element numbers")
         self.cell_data = {str(name): np.asarray(values) for name, values in dict(self.cell_data).items()}
         self.check()
 

@@ -24,7 +24,8 @@ class NonlinearSystem:
 
     ``options`` (or their fields as keywords) as for :func:`~polydg.assembly.assemble`: penalty, penalty_kind,
     quadrature_extra, memory_budget_mb and backend are used; the linearisation is in double precision
-    by rows (approach 2), and other precisions or approaches are refused (OptionError).  ``linear_solver`` is the method of each step's linear solve.
+    by rows (approach 2), and other precisions or approaches are refused (OptionError).  ``linear_solver``
+    is the method of each step's linear solve.
     ``face_penalty_scale`` (one factor per face) multiplies the penalty at every iterate (a space-time
     slab with local time steps: 0 between an element's steps).  ``scope`` gives the rows and their column
     numbering (an MPI rank's: :class:`~polydg.distributed.nonlinear.DistributedNonlinearSystem`).  ``plan_seconds`` is what making the plan

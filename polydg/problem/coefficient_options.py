@@ -58,7 +58,11 @@ def parse_coefficient(text: str, fine, option: str = OPTION):
         raise OptionError(f"{given}: expected {SPEC_HELP}")
     if name not in DATA_COEFFICIENTS:
         raise OptionError(f"{given}: unknown coefficient {name!r}; choose {', '.join(DATA_COEFFICIENTS)}")
-    kind, _, rest = spec.partition(":")
+    kind, colon, rest = spec.partition(":")
+    if kind in ("cell", "element", "grid") and colon and not rest.strip():
+        form = {"cell": "cell:ARRAY or cell:FILE.npy", "element": "element:FILE.npy",
+                "grid": "grid:FILE.npy:x0,x1,y0,y1[,z0,z1][:linear]"}[kind]
+        raise OptionError(f"{given}: {kind}: names no data; expected {form}")
     if kind == "cell" and rest:
         if rest.endswith(".npy"):
             values = load_array(rest, given)

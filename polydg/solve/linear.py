@@ -107,7 +107,8 @@ def solve(matrix: sp.spmatrix, rhs: np.ndarray, method: str = "auto", *, symmetr
     Raises :class:`SolverError` (one line, with what to try) on a singular
     matrix, non-finite data or no convergence, and
     :class:`~polydg.errors.OptionError` on an unknown method, ordering or
-    preconditioner, or amg without pyamg.
+    preconditioner, amg without pyamg, a tol outside (0, 1) or a maxiter
+    below 1.
 
     >>> import numpy as np, scipy.sparse as sp
     >>> x, info = solve(sp.diags([2.0, 4.0]).tocsr(), np.array([2.0, 4.0]))

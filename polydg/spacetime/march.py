@@ -431,7 +431,8 @@ def _nonlinear_slab(space: DGSpace, slab: Problem, options: AssemblyOptions, pen
     stage["solve"] = solve_seconds
     info = {"precision": "double", "backend": system.options.backend, "approach": "2", "iterations":
             result.iterations, "penalty": {"constant": system.options.penalty, "kind": system.options.penalty_kind},
-            "quadrature_extra": system.options.quadrature_extra, "options": system.options.as_dict()}
+            "quadrature_extra": system.options.quadrature_extra, "memory_budget_mb": system.options.budget_mb,
+            "options": system.options.as_dict()}
     assembly = AssemblyResult(last.jacobian, last.residual, last.face_penalty, info)
     solve_info = {"seconds": solve_seconds, "solver": f"{nonlinear.method} + {nonlinear.linear_solver}",
                   "iterations": result.iterations, "residual": result.residuals[-1]}
