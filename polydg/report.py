@@ -74,6 +74,8 @@ def summary_dict(*, mesh, space, result, options: dict, timings: dict, errors: d
         "quadrature_simplices": options.get("quadrature_simplices", "fine"),
         "memory_budget_mb": _budget(result.info, options),
         "repeat": options.get("repeat", 1),
+        "total_assembly_per_repeat": options.get("repeat_totals"),  # in order: the first is the process's first
+        "run": options.get("run"),
         "mesh_statistics": stats,
         "versions": {"polydg": polydg.__version__, "numpy": np.__version__, "scipy": scipy.__version__,
                      "numba": numba.__version__, "python": platform.python_version(),
@@ -121,11 +123,15 @@ def format_table(summary: dict) -> str:
         lines.append(f"{'  to the device':22}{sent['seconds']:12.4f}{sent['seconds'] * per:12.4f}   "
                      f"({sent['copies']} copies, {sent['bytes'] / 2**20:.1f} MiB, within the rows above)")
     lines.append(f"{'(JIT, apart)':22}{summary['jit_seconds']:12.4f}")
+    totals = summary.get("total_assembly_per_repeat") or []
     if summary.get("repeat", 1) > 1:
-        lines.append(f"timings are medians of {summary['repeat']} assemblies")
+        lines.append(f"timings are medians of {summary['repeat']} assemblies (totals "
+                     + ", ".join(f"{t:.4f}" for t in totals) + " s; the first also touches its memory first)")
+    elif totals:
+        lines.append("one assembly, the process's first: it also touches its memory first (--repeat 3 for medians)")
     if summary.get("ranks", 1) > 1:
         b = summary["balance"]
-        lines.append(f"timings are the slowest rank's; load balance (max / mean over ranks): kernel time "
+        lines.append(f"each row is its slowest rank's (the rows need not add up); load balance (max / mean over ranks): kernel time "
                      f"{b['kernel_time']:.2f}, estimated work {b['work']:.2f}, nnz {b['nnz']:.2f}, "
                      f"elements {b['elements']:.2f}")
     devices = [r.get("device", "cpu") for r in summary.get("per_rank", [])]

@@ -160,8 +160,11 @@ def test_options(options, tmp_path):
         assert s["approach"] == value
     if flag == "--precision":
         assert s["precision"] == "single"
-    if flag == "--repeat":
-        assert s["repeat"] == 2
+    if flag == "--repeat":  # each assembly's total, in order, and what runs the job again
+        assert s["repeat"] == 2 and len(s["total_assembly_per_repeat"]) == 2
+        assert s["timings"]["total_assembly"] == pytest.approx(sum(s["total_assembly_per_repeat"]) / 2)
+        assert s["run"]["argv"][:2] == ["--mesh", "square:6:perturb=0.2"] and s["run"]["agglomerate"] == 8
+        assert len(s["run"]["polydg_sources"]) == 16
     if flag == "--problem":
         assert s["problem"] == value
     assert s["errors"]["l2"] < 0.5

@@ -367,6 +367,34 @@ def test_the_estimate_counts_the_matrix_exactly(monkeypatch):
     check_assembly_memory(space, options)
 
 
+def test_what_a_refusal_says_fits_does_fit(monkeypatch):
+    """A chunk that does not fit: the tip is a smaller --memory-budget, and the run with it passes; a matrix that
+    does not fit: a lower degree with the smallest chunk offered, which passes too."""
+    import re
+
+    from polydg.assembly.memory import SMALLEST_CHUNK_MB, assembly_estimate, check_assembly_memory
+    from polydg.assembly.options import AssemblyOptions
+    from polydg.errors import MemoryLimitError
+    from polydg.mesh import build_polytopic_mesh, from_spec
+    from polydg.space import DGSpace
+
+    mesh = build_polytopic_mesh(from_spec("square:128"))
+    space, options = DGSpace(mesh, 2), AssemblyOptions()
+    estimate = assembly_estimate(space, options)
+    assert estimate.chunk > 4 * SMALLEST_CHUNK_MB * 2**20
+    monkeypatch.setenv("POLYDG_MEMORY_LIMIT", str(estimate.matrix + estimate.tables + estimate.chunk // 2))
+    with pytest.raises(MemoryLimitError, match=r"what fits: --memory-budget \d+ \(memory_budget_mb") as info:
+        check_assembly_memory(space, options)
+    budget = int(re.search(r"--memory-budget (\d+)", str(info.value)).group(1))
+    check_assembly_memory(space, AssemblyOptions(memory_budget_mb=budget))
+    monkeypatch.setenv("POLYDG_MEMORY_LIMIT", str(estimate.matrix // 2))
+    with pytest.raises(MemoryLimitError) as info:
+        check_assembly_memory(space, options)
+    degree = int(re.search(rf"what fits: degree (\d) \([\d.]+ MB with --memory-budget {SMALLEST_CHUNK_MB}\)",
+                           str(info.value)).group(1))
+    check_assembly_memory(DGSpace(mesh, degree), AssemblyOptions(memory_budget_mb=SMALLEST_CHUNK_MB))
+
+
 def test_a_direct_solve_whose_factors_cannot_fit_is_refused():
     r, _ = cli("--mesh", "square:48", "--agglomerate", "0", "--degree", "2", "--solve", "direct",
                POLYDG_MEMORY_LIMIT="40M")  # auto would choose the iterative solve here

@@ -277,29 +277,42 @@ def _refusal(what: str, estimate: MemoryEstimate, room: int, source: str, space,
     return f"{what} needs {estimate.describe()}, {format_bytes(room)} is available ({source}){tip}"
 
 
+#: the smallest chunk (MB) a "what fits" tip offers as ``--memory-budget``
+SMALLEST_CHUNK_MB = 16
+
+
 def what_fits(estimate: MemoryEstimate, room: int, space) -> str:
-    """A lower degree, a coarser mesh, more ranks: each as far as it would fit ``room``.
+    """Smaller chunks, a lower degree, a coarser mesh, more ranks: each as far as it would fit ``room``.
 
     The matrix (and Approach 1's triplets) scale with the elements, with the
     ranks that share them and with the square of the dofs per element; the
-    chunk and the moment tables are every process's own.
+    chunk (at most the memory budget) and the moment tables are every
+    process's own.  An estimate made before the mesh (``chunk`` 0: its
+    points unknown) gives a lower degree as the matrix it needs, the chunk on
+    top.
     """
     from ..basis import basis_size
 
     d, basis = space.mesh.dim, getattr(space, "basis", "P")
     p = int(space.max_degree)
-    scalable, fixed = estimate.matrix + estimate.triplets, estimate.chunk + estimate.tables
+    chunk = min(estimate.chunk, SMALLEST_CHUNK_MB * 2**20)  # the other tips take the smallest chunk offered
+    scalable, fixed = estimate.matrix + estimate.triplets, chunk + estimate.tables
+    how = (" for its matrix, the points of a chunk on top" if estimate.chunk == 0 else
+           f" with --memory-budget {SMALLEST_CHUNK_MB}" if chunk < estimate.chunk else "")
     tips = []
+    spare_mb = (room - scalable - estimate.tables) / 2**20  # what a chunk may take
+    if estimate.chunk > 0 and SMALLEST_CHUNK_MB <= spare_mb < estimate.chunk / 2**20:
+        tips.append(f"--memory-budget {int(spare_mb)} (memory_budget_mb: smaller chunks of points)")
     for lower in range(p - 1, -1, -1):
-        need = (scalable * (basis_size(lower, d, basis) / basis_size(p, d, basis)) ** 2 + estimate.chunk
+        need = (scalable * (basis_size(lower, d, basis) / basis_size(p, d, basis)) ** 2 + chunk
                 + moment_table_bytes(lower, d, basis))
         if need <= room:
-            tips.append(f"degree {lower} ({format_bytes(need)})")
+            tips.append(f"degree {lower} ({format_bytes(need)}{how})")
             break
     if room > fixed and scalable > 0:
         elements = int(space.mesh.n_elements * (room - fixed) / scalable)
         if elements >= 1:
-            tips.append(f"about {elements:,} elements at degree {p}")
+            tips.append(f"about {elements:,} elements at degree {p}{how}")
         ranks = math.ceil(scalable / (room - fixed))
         if ranks > 1:
             tips.append(f"{ranks} or more MPI ranks on as many nodes, each keeping its rows")

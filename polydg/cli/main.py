@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
 
                     use_environment_threads()
                 args = build_parser().parse_args(argv)
+                args.argv = [str(a) for a in argv]  # the run's own words, for its summary
                 quiet = args.quiet
                 from .outputs import summary_on_stdout
                 if comm is not None and comm.Get_size() > 1:

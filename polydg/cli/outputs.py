@@ -98,7 +98,7 @@ def summarise(args: argparse.Namespace, opts: RunOptions, space, problem, result
     if solve_info is not None:
         timings["solve"] = solve_info["seconds"]
     options = {"mesh": opts.mesh_spec, "problem": problem.name, "memory_budget": args.memory_budget,
-               "repeat": args.repeat,
+               "repeat": args.repeat, "repeat_totals": getattr(args, "repeat_totals", None), "run": run_record(args),
                "quadrature_simplices": quadrature_simplices(args, problem) if space.mesh.dim == 2 else "fine"}
     summary = summary_dict(mesh=space.mesh, space=space, result=result, options=options,
                            timings=with_compilation(timings), errors=errs, solve_info=solve_info,
@@ -176,3 +176,24 @@ def report(args: argparse.Namespace, opts: RunOptions, say, space, problem, resu
 
 __all__ = ["check_targets", "output_files", "planned_names", "rank_rows_writer", "report", "summarise",
            "summary_on_stdout", "write_json_summary", "write_output", "write_summary_and_output"]
+
+
+def run_record(args) -> dict:
+    """What a summary needs to run the same job again: the command's words, the seeds and targets it was given,
+    the host, and the sources' digest (the kernel cache's key)."""
+    import platform
+
+    from ..jit import source_hash
+
+    cpu = ""
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8", errors="replace"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"argv": getattr(args, "argv", None), "seed": args.seed, "agglomerate": args.agglomerate,
+            "host": platform.node(), "machine": platform.machine(), "cpu": cpu or platform.processor(),
+            "polydg_sources": source_hash()}
+

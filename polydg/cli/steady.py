@@ -75,6 +75,7 @@ def _run(args: argparse.Namespace, say) -> dict:
             f"{result.info['timings']['total_assembly']:.3f} s" + (f" (run {r + 1}/{args.repeat})" if args.repeat > 1 else ""))
     del workspace  # its memory goes back before the solve
     timings = {k: statistics.median(t[k] for t in runs) for k in runs[0]}
+    args.repeat_totals = [t["total_assembly"] for t in runs]
     solved = None
     if opts.method:
         from ..solve import errors
