@@ -123,6 +123,10 @@ def format_table(summary: dict) -> str:
         lines.append(f"{'  to the device':22}{sent['seconds']:12.4f}{sent['seconds'] * per:12.4f}   "
                      f"({sent['copies']} copies, {sent['bytes'] / 2**20:.1f} MiB, within the rows above)")
     lines.append(f"{'(JIT, apart)':22}{summary['jit_seconds']:12.4f}")
+    nonlinear = summary.get("nonlinear")
+    if nonlinear and "iterations" in nonlinear:  # a steady solve's (a march's line says its own)
+        lines.append(f"the stages are the last of {nonlinear['iterations']} {nonlinear['method']} linearisations "
+                     "('indices': the plan, made once); 'solve': every step's linear solve")
     totals = summary.get("total_assembly_per_repeat") or []
     if summary.get("repeat", 1) > 1:
         lines.append(f"timings are medians of {summary['repeat']} assemblies (totals "

@@ -491,7 +491,8 @@ def test_command_line_on_two_ranks_solves_as_one_process(tmp_path):
     args = ["--problem", "quasilinear", "--mesh", "square:12", "--agglomerate", "20", "--degree", "1:2"]
     run = _on_ranks(2, "-m", "polydg.assemble", *args, "--json", tmp_path / "ranks.json")
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "each row is its slowest rank's (the rows need not add up); load balance" in run.stdout and "errors: l2" in run.stdout
+    assert "each row is its slowest rank's (the rows need not add up); load balance" in run.stdout
+    assert "errors: l2" in run.stdout and " newton linearisations ('indices': the plan, made once)" in run.stdout
     args.append("--quiet")
     assert main(args + ["--json", str(tmp_path / "one.json")]) == 0
     ranks, one = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("ranks", "one"))
