@@ -135,8 +135,8 @@ def format_table(summary: dict) -> str:
         lines.append("one assembly, the process's first: it also touches its memory first (--repeat 3 for medians)")
     if summary.get("ranks", 1) > 1:
         b = summary["balance"]
-        lines.append(f"each row is its slowest rank's (the rows need not add up); load balance (max / mean over ranks): kernel time "
-                     f"{b['kernel_time']:.2f}, estimated work {b['work']:.2f}, nnz {b['nnz']:.2f}, "
+        lines.append(f"each row is its slowest rank's (the rows need not add up); load balance (max / mean over "
+                     f"ranks): kernel time {b['kernel_time']:.2f}, estimated work {b['work']:.2f}, nnz {b['nnz']:.2f}, "
                      f"elements {b['elements']:.2f}")
     devices = [r.get("device", "cpu") for r in summary.get("per_rank", [])]
     if any(d != "cpu" for d in devices):  # the GPU backend on several ranks: each rank's device

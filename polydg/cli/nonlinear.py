@@ -46,7 +46,6 @@ def run_nonlinear(args: argparse.Namespace, opts: RunOptions, problem, space, sa
     ``system`` is the problem's :class:`~polydg.nonlinear.NonlinearSystem` (default: one process), or rank
     0's side of a :class:`~polydg.distributed.nonlinear.DistributedNonlinearSystem`.
     """
-    from ..assembly import AssemblyResult
     from ..nonlinear import NonlinearSystem, solve_iteration
     from ..solve import errors
 
@@ -62,11 +61,7 @@ def run_nonlinear(args: argparse.Namespace, opts: RunOptions, problem, space, sa
     timings = dict(last.info["timings"])
     timings["jit"] = system.jit_seconds + result.jit
     timings["indices"] = system.plan_seconds  # the plan (pattern, points' rules, chunks) is made once
-    info = {"precision": "double", "backend": system.options.backend, "approach": "2",
-            "penalty": {"constant": system.options.penalty, "kind": system.options.penalty_kind},
-            "quadrature_extra": system.options.quadrature_extra, "memory_budget_mb": system.options.budget_mb,
-            "options": system.options.as_dict()}
-    assembly = AssemblyResult(last.jacobian, last.residual, last.face_penalty, info)
+    assembly = result.last_assembly(system.options)
     solve_seconds = float(sum(s["solve"] for s in result.seconds))
     solve_info = {"seconds": solve_seconds, "solver": f"{nonlinear.method} + {nonlinear.linear_solver}",
                   "method": nonlinear.linear_solver, "iterations": result.iterations}

@@ -174,26 +174,24 @@ def report(args: argparse.Namespace, opts: RunOptions, say, space, problem, resu
     return summary
 
 
-__all__ = ["check_targets", "output_files", "planned_names", "rank_rows_writer", "report", "summarise",
-           "summary_on_stdout", "write_json_summary", "write_output", "write_summary_and_output"]
-
-
 def run_record(args) -> dict:
     """What a summary needs to run the same job again: the command's words, the seeds and targets it was given,
-    the host, and the sources' digest (the kernel cache's key)."""
+    the host, and the sources' digest (the kernel cache's key, which names this process's cache directory)."""
     import platform
 
-    from ..jit import source_hash
+    import polydg
 
     cpu = ""
     try:
-        for line in open("/proc/cpuinfo", encoding="utf-8", errors="replace"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as lines:
+            cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
     except OSError:
         pass
     return {"argv": getattr(args, "argv", None), "seed": args.seed, "agglomerate": args.agglomerate,
             "host": platform.node(), "machine": platform.machine(), "cpu": cpu or platform.processor(),
-            "polydg_sources": source_hash()}
+            "polydg_sources": polydg.CACHE_DIRECTORY.name.removeprefix("polydg-")}
+
+
+__all__ = ["check_targets", "output_files", "planned_names", "rank_rows_writer", "report", "run_record", "summarise",
+           "summary_on_stdout", "write_json_summary", "write_output", "write_summary_and_output"]
 

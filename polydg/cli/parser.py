@@ -101,8 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--memory-limit", metavar="SIZE",
                    help="the memory the run may use, e.g. 4G or 512M: a run estimated to need more is refused "
                         "before it allocates (default: the memory available, or $POLYDG_MEMORY_LIMIT)")
-    a.add_argument("--repeat", type=int, default=1, metavar="N", help="report the median of N assemblies (the first also touches its memory first: "
-                        "3 or more for timings)")
+    a.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="report the median of N assemblies (the first also touches its memory first: 3 or more "
+                        "for timings)")
     t = p.add_argument_group("space-time (problems with time: dG in time, slab by slab)")
     t.add_argument("--time-slabs", type=int, metavar="N",
                    help="march a space-time problem (e.g. paper-2d1) over N equal time slabs")

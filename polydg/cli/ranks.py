@@ -103,11 +103,11 @@ def _run_distributed(args: argparse.Namespace, comm, say) -> dict | None:
                                       progress=chunk_progress(tell) if size == 1 else None, say=tell)
         if root:
             runs.append(result.info["timings_max"])
-            args.repeat_totals = [t["total_assembly"] for t in runs]
             say(f"assembled {result.info['dofs']:,} dofs on {size} ranks in "
                 f"{result.info['timings_max']['total_assembly']:.3f} s (slowest rank)"
                 + (f" (run {r + 1}/{args.repeat})" if args.repeat > 1 else ""))
     del workspace
+    args.repeat_totals = [t["total_assembly"] for t in runs]  # rank 0's record of the slowest ranks' totals
     gathered = None
     with collective_phase(comm):
         if gathers:

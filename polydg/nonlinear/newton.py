@@ -90,6 +90,18 @@ class NonlinearResult:
     def iterations(self) -> int:
         return len(self.updates)
 
+    def last_assembly(self, options):
+        """The last linearisation as an :class:`~polydg.assembly.AssemblyResult` (its Jacobian and residual), with
+        the record of ``options`` (the resolved linearisation options: double precision, by rows) a report reads."""
+        from ..assembly.result import AssemblyResult
+
+        last = self.last
+        info = {"precision": "double", "backend": options.backend, "approach": "2", "iterations": self.iterations,
+                "penalty": {"constant": options.penalty, "kind": options.penalty_kind},
+                "quadrature_extra": options.quadrature_extra, "memory_budget_mb": options.budget_mb,
+                "options": options.as_dict()}
+        return AssemblyResult(last.jacobian, last.residual, last.face_penalty, info)
+
     def summary(self) -> dict:
         """The JSON-ready record of the iteration (summary.json's ``nonlinear``)."""
         return {"method": self.method, "iterations": self.iterations, "residuals": self.residuals,

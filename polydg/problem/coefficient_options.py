@@ -43,9 +43,11 @@ from .data import DATA_COEFFICIENTS, CellData, ElementData, GridData, load_array
 
 #: the option's name, in messages
 OPTION = "--coefficient"
-#: what the SPEC of the option may be, for messages and --help
-SPEC_HELP = ("NAME=SPEC, NAME one of diffusion, reaction, source; SPEC cell:ARRAY (the mesh file's cell data) or "
-             "cell:FILE.npy, element:FILE.npy, grid:FILE.npy:x0,x1,y0,y1[,z0,z1][:linear], or a number; repeatable")
+#: what the SPEC of the option may be, for messages
+SPEC_FORMS = ("cell:ARRAY (the mesh file's cell data) or cell:FILE.npy, element:FILE.npy, "
+              "grid:FILE.npy:x0,x1,y0,y1[,z0,z1][:linear], or a number")
+#: the option's whole form, for messages and --help
+SPEC_HELP = f"NAME=SPEC, NAME one of diffusion, reaction, source; SPEC {SPEC_FORMS}; repeatable"
 
 
 def parse_coefficient(text: str, fine, option: str = OPTION):
@@ -80,7 +82,7 @@ def parse_coefficient(text: str, fine, option: str = OPTION):
         value = float(spec)
     except ValueError:
         raise OptionError(f"{given}: SPEC {spec!r} is neither a number nor cell:, element: or grid: data; SPEC "
-                          f"{SPEC_HELP.split('SPEC ', 1)[1].removesuffix('; repeatable')}") from None
+                          f"{SPEC_FORMS}") from None
     if not np.isfinite(value):
         raise OptionError(f"{given}: {spec} is not a finite number")
     if name == "diffusion" and value < 0:

@@ -413,7 +413,6 @@ def _nonlinear_slab(space: DGSpace, slab: Problem, options: AssemblyOptions, pen
     """One slab of a nonlinear problem: R(u) - (the bottom load of the carried trace) = 0 by Newton (or
     Picard) from ``guess`` (zero when None); returns the solution, the last linearisation as an
     AssemblyResult, the slab's timings and the solve's info."""
-    from ..assembly import AssemblyResult
     from ..nonlinear import NonlinearSystem, solve_iteration
 
     system = NonlinearSystem(space, slab, options, linear_solver=nonlinear.linear_solver,
@@ -429,11 +428,7 @@ def _nonlinear_slab(space: DGSpace, slab: Problem, options: AssemblyOptions, pen
     stage["jit"] = system.jit_seconds + result.jit
     solve_seconds = float(sum(s["solve"] for s in result.seconds))
     stage["solve"] = solve_seconds
-    info = {"precision": "double", "backend": system.options.backend, "approach": "2", "iterations":
-            result.iterations, "penalty": {"constant": system.options.penalty, "kind": system.options.penalty_kind},
-            "quadrature_extra": system.options.quadrature_extra, "memory_budget_mb": system.options.budget_mb,
-            "options": system.options.as_dict()}
-    assembly = AssemblyResult(last.jacobian, last.residual, last.face_penalty, info)
+    assembly = result.last_assembly(system.options)
     solve_info = {"seconds": solve_seconds, "solver": f"{nonlinear.method} + {nonlinear.linear_solver}",
                   "iterations": result.iterations, "residual": result.residuals[-1]}
     return state.xp.asarray(result.solution), assembly, stage, solve_info
