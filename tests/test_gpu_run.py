@@ -157,3 +157,19 @@ def test_the_launch_overhead_script_times_each_way_of_passing_arrays(tmp_path):
     rows = json.loads(out.read_text())["seconds_per_launch"]
     assert sorted(rows, key=int) == ["1", "8", "32"]
     assert all(set(r) == {"numba to_device"} and r["numba to_device"] > 0 for r in rows.values())
+
+
+def test_the_transfer_script_times_each_way_of_holding_the_host_memory(tmp_path):
+    """launch/gpu_transfer.py with NumPy for CuPy: every way timed on the bytes asked for; bad sizes refused."""
+    out = tmp_path / "transfer.json"
+    script = str(REPO / "launch" / "gpu_transfer.py")
+    run = subprocess.run([sys.executable, script, "--simulator", "--mb", "4", "--threads", "2", "--repeat", "1",
+                          "--json", str(out)], env=_env(), capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert list(result["rows"]) == ["host memcpy", "pageable", "pinned, fresh", "pinned, pooled",
+                                    "pinned, 2 threads", "pinned, resident"]
+    assert abs(result["bytes"] - 4e6) < 64 and all(r["seconds"] > 0 for r in result["rows"].values())
+    bad = subprocess.run([sys.executable, script, "--simulator", "--mb", "0"], env=_env(), capture_output=True,
+                         text=True, timeout=60, cwd=REPO)
+    assert bad.returncode == 2 and "--mb must be positive" in bad.stderr

@@ -10,8 +10,9 @@ CPU's (a GPU may fuse a multiply and an add: last bits).  The simplices are
 read through an index (``members``: the faces of a chunk, straight from the
 mesh's tables) or as a range (``base``: a chunk's sub-simplices), so no
 corner array is gathered first; one launch per distinct rule degree writes
-the batch in place.  The batch's offsets are counted on the host (a point
-count per degree, as there) and cross once; the kernels read that copy
+the batch in place.  With one rule for every simplex the batch's offsets
+are made on the device; with several they are counted on the host (a point
+count per degree, as there) and cross once; the kernels read the device's
 (:attr:`~polydg.assembly.points.PointBatch.device_offsets`).
 
 This module imports ``numba.cuda``: only the GPU executors import it.
@@ -66,17 +67,23 @@ def device_simplex_points(xp, run: Callable, points, cells, measures, n: int, de
     array).  ``run(kernel, name, n_threads, *args)`` launches (the caller's: it times the first
     launch's compilation apart).  ``rules``: where the reference rules copied to the device are kept
     (by dimension and degree) for the next batch.  Returns the batch with ``x``, ``weight`` and
-    ``device_offsets`` on the device and ``offsets`` on the host.
+    ``device_offsets`` on the device and ``offsets`` on the host (with one rule: made there on first use).
     """
     rules = {} if rules is None else rules
     if np.ndim(degrees):
         degrees = np.asarray(degrees)
     k = int(cells.shape[1]) - 1
     d = int(points.shape[1])
-    offsets, qs = point_offsets(n, k, degrees)
-    n_points = int(offsets[-1])
+    if np.ndim(degrees) == 0:  # one rule: the offsets made on the device, none on the host or in a copy
+        offsets, qs = None, np.array([int(degrees)])
+        each = len(simplex_rule(k, int(degrees))[1])
+        n_points = n * each
+        offsets_dev = xp.arange(0, n_points + 1, each, dtype=np.int64)
+    else:
+        offsets, qs = point_offsets(n, k, degrees)
+        n_points, each = int(offsets[-1]), 0
+        offsets_dev = contiguous(xp, offsets)
     x, weight = xp.empty((n_points, d), dtype=np.float64), xp.empty(n_points, dtype=np.float64)
-    offsets_dev = contiguous(xp, offsets)
     members = xp.empty(0, dtype=np.int64) if members is None else members
     for q in qs:  # the distinct rule degrees
         if (k, int(q)) not in rules:
@@ -95,4 +102,4 @@ def device_simplex_points(xp, run: Callable, points, cells, measures, n: int, de
         threads = min(work, SIMULATOR_THREADS) if config.ENABLE_CUDASIM else work
         run(map_points, "map_points", threads, work, len(w), base if len(qs) == 1 else 0, listed, first, points,
             cells, measures, lam, w, x, weight)
-    return PointBatch(x, weight, offsets, device_offsets=offsets_dev)
+    return PointBatch(x, weight, offsets, device_offsets=offsets_dev, points_each=each)

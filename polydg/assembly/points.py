@@ -27,12 +27,26 @@ class PointBatch:
     x : (n_points, d) float64; weight : (n_points,) float64;
     offsets : (n_entities + 1,) int64, on the host; ``device_offsets``: their copy on the device
     where the points were made there (``cuda_points.py``), else None.
+
+    A batch made on the device with one rule for every entity (``points_each`` points each) has its offsets
+    there alone: the host's are made on first use (by the host code of a linearisation), not counted and
+    copied for every chunk.
+
+    >>> PointBatch(np.zeros((6, 2)), np.ones(6), None, points_each=3).offsets
+    array([0, 3, 6])
     """
 
     x: np.ndarray
     weight: np.ndarray
-    offsets: np.ndarray
+    host_offsets: np.ndarray | None
     device_offsets: object = None
+    points_each: int = 0
+
+    @property
+    def offsets(self) -> np.ndarray:
+        if self.host_offsets is None:  # one rule: every entity's points_each points
+            self.host_offsets = np.arange(0, self.n_points + 1, self.points_each, dtype=np.int64)
+        return self.host_offsets
 
     @property
     def n_points(self) -> int:
