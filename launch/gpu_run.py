@@ -786,6 +786,41 @@ def stage_kernels(stage: Stage) -> None:
 # stage: bench
 
 
+#: the most entries the "largest" rows' matrices may have: CuPy's CSR indexes with int32 (a margin below 2^31)
+CUPY_NNZ_LIMIT = int(0.95 * 2**31)
+#: device bytes per entry while a "largest" row is timed: the values and their int64 columns as assembled, the
+#: int32 columns of CuPy's matrix, and the previous run's values kept for the bitwise check
+DEVICE_BYTES_PER_ENTRY = 28
+
+
+def largest_cube(p: int, nnz_limit: int) -> int:
+    """The largest N whose P_p matrix on cube:N (6 N^3 tetrahedra, one element each) has at most ``nnz_limit``
+    entries: an element couples with itself and at most four neighbours, in blocks of nb x nb.
+
+    >>> largest_cube(2, CUPY_NNZ_LIMIT), largest_cube(3, CUPY_NNZ_LIMIT), largest_cube(3, 10)
+    (87, 55, 1)
+    """
+    nb = (p + 1) * (p + 2) * (p + 3) // 6
+    entries = lambda n: 30 * nb * nb * n**3  # noqa: E731 - 6 n^3 elements, 5 blocks each
+    n = max(int((nnz_limit / entries(1)) ** (1 / 3)), 1)
+    while entries(n + 1) <= nnz_limit:  # the float cube root's last unit
+        n += 1
+    while n > 1 and entries(n) > nnz_limit:
+        n -= 1
+    return n
+
+
+def largest_nnz_limit(simulator: bool) -> int:
+    """The "largest" rows' bound on entries: CuPy's int32 and 70% of the card's free memory (on the simulator a
+    token 20,000: cube:1)."""
+    if simulator:
+        return 20_000
+    import cupy
+
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    return min(CUPY_NNZ_LIMIT, int(0.7 * free / DEVICE_BYTES_PER_ENTRY))
+
+
 def bench_cases(simulator: bool, quick: bool):
     """(label, table, builder of (space, problem), paper seconds or None, target seconds or None, CPU baseline?)
 
@@ -844,6 +879,8 @@ def bench_cases(simulator: bool, quick: bool):
             yield "nonlinear data square:2 p=1", "nonlinear", nonlinear("square:2", 1, "data"), None, None, True
             yield "table4 oscillating-square:3/4 p=1", "table4", table4("oscillating-square:3", 4, 1), None, None, True
             yield "table2 oscillating-square:2 p=2", "table2", table2(2, 2), None, None, True
+            n = largest_cube(3, largest_nnz_limit(simulator))
+            yield f"table5 largest cube:{n} p=3", "largest", table5(f"cube:{n}", 3), None, None, False
         return
     yield "table5 cube:64 p=1", "table5", table5("cube:64", 1), 9.4, 0.94, False
     for p in (1, 2, 3):
@@ -859,6 +896,11 @@ def bench_cases(simulator: bool, quick: bool):
                 PAPER_TOTAL[number][p] / 10, number < 3
     yield "table5 cube:48 p=2", "table5", table5("cube:48", 2), None, None, False
     yield "table5 cube:38 p=3", "table5", table5("cube:38", 3), None, None, False
+    # Table 5's shape at the largest sizes the card holds (the issue's "largest that fit"): the default alone
+    limit = largest_nnz_limit(simulator)
+    for p in (2, 3):
+        n = largest_cube(p, limit)
+        yield f"table5 largest cube:{n} p={p}", "largest", table5(f"cube:{n}", p), None, None, False
 
 
 def nonlinear_case(mesh, p: int, kind: str):
@@ -1145,8 +1187,10 @@ def stage_bench(stage: Stage) -> None:
             default = chosen_approach("auto", space, backend)
             row["options"] = stage.bench_options  # besides the approach, for every assembly of the row
             approaches = tuple(a for a in BENCH_APPROACHES if a in stage.bench_approaches or a == default)
+            if table == "largest":  # the default alone: another matrix of that size would not fit beside it
+                approaches = (default,)
             row.update(bench_one(space, problem, backend, repeat, peak, bandwidth, approaches, stage.bench_options))
-            for mb in stage.bench_budgets:  # the default's reduction again, its chunks sized by this budget
+            for mb in stage.bench_budgets if table != "largest" else ():  # the default's reduction again, its chunks sized by this budget
                 options = {**stage.bench_options, "memory_budget_mb": mb}
                 row[f"budget-{mb:g}"] = bench_one(space, problem, backend, repeat, peak, bandwidth, (default,),
                                                   options)[f"gpu-{default}"]

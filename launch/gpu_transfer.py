@@ -1,6 +1,6 @@
 """What a fresh assembly's host-to-device copies cost, by how the host memory is held.
 
-    python launch/gpu_transfer.py [--mb 180] [--threads 1 4 8] [--repeat 5] [--json PATH] [--simulator]
+    python launch/gpu_transfer.py [--mb 180] [--threads 4 8] [--repeat 5] [--json PATH] [--simulator]
 
 A fresh device assembly copies the mesh's and the plan's tables to the card: on Table 2 p = 1's mesh some
 180 MB (face vertices and normals, sub-simplices, face elements, ...), about a third of its total on the H200
@@ -16,9 +16,11 @@ of array sizes, copied
   the GIL);
 - ``pinned, resident``: the data already in pinned memory (the copy engine alone: the bound);
 
-and the host's own memcpy of the same bytes, for scale.  The medians of ``--repeat`` runs, seconds and GB/s.
-Whether polydg stages its copies through pinned memory is decided from these figures.  ``--simulator`` runs the
-script's code with NumPy standing in for CuPy (no card: the figures mean nothing), to test it.
+the other way, the same arrays from the device into new NumPy memory (``.get()``, as an assembled matrix
+comes to the host) and into pinned memory; and the host's own memcpy of the same bytes, for scale.  The
+medians of ``--repeat`` runs, seconds and GB/s.  Whether polydg fills its staging memory on several threads
+is decided from these figures.  ``--simulator`` runs the script's code with NumPy standing in for CuPy (no
+card: the figures mean nothing), to test it.
 """
 
 from __future__ import annotations
@@ -66,6 +68,11 @@ class Device:
 
     def pinned(self, like: np.ndarray) -> np.ndarray:
         return np.empty_like(like) if self.simulator else self.cupyx.empty_pinned(like.shape, like.dtype)
+
+    def to_host(self, a, out: np.ndarray | None = None) -> np.ndarray:
+        if self.simulator:
+            return np.copyto(out, a) if out is not None else np.array(a)
+        return a.get(out=out)
 
     def synchronize(self) -> None:
         if not self.simulator:
@@ -130,6 +137,11 @@ def measure(total_mb: float, threads: list[int], repeat: int, simulator: bool) -
                     out.append(device.to_device(p))
             row("pinned, pooled" if n == 1 else f"pinned, {n} threads", timed(pooled, device, repeat))
     row("pinned, resident", timed(lambda: [device.to_device(p) for p in staging], device, repeat))
+    # the other way: an assembled matrix's arrays to the host (``to_host`` in the bench)
+    on_device = [device.to_device(a) for a in arrays]
+    row("to host, pageable", timed(lambda: [device.to_host(a) for a in on_device], device, repeat))
+    row("to host, pinned", timed(lambda: [device.to_host(a, p) for a, p in zip(on_device, staging)], device,
+                                 repeat))
     return {"bytes": nbytes, "arrays": len(arrays), "repeat": repeat, "simulator": simulator, "rows": rows}
 
 

@@ -168,8 +168,37 @@ def test_the_transfer_script_times_each_way_of_holding_the_host_memory(tmp_path)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     result = json.loads(out.read_text())
     assert list(result["rows"]) == ["host memcpy", "pageable", "pinned, fresh", "pinned, pooled",
-                                    "pinned, 2 threads", "pinned, resident"]
+                                    "pinned, 2 threads", "pinned, resident", "to host, pageable",
+                                    "to host, pinned"]
     assert abs(result["bytes"] - 4e6) < 64 and all(r["seconds"] > 0 for r in result["rows"].values())
     bad = subprocess.run([sys.executable, script, "--simulator", "--mb", "0"], env=_env(), capture_output=True,
                          text=True, timeout=60, cwd=REPO)
     assert bad.returncode == 2 and "--mb must be positive" in bad.stderr
+
+
+def test_the_largest_rows_are_sized_by_cupys_int32_and_time_the_default_alone(tmp_path):
+    """Table 5's shape at the largest sizes a card holds: cube:N from the entries CuPy's int32 indices allow (an
+    upper bound of the count, which the exact count of small cubes stays under), timed with the default's
+    reduction alone, neither again in other chunks nor with the plan kept."""
+    from polydg.assembly import assemble
+    from polydg.mesh import build_polytopic_mesh, from_spec
+    from polydg.problem import builtin_problem
+    from polydg.space import DGSpace
+
+    limit = gpu_run.CUPY_NNZ_LIMIT
+    assert (gpu_run.largest_cube(2, limit), gpu_run.largest_cube(3, limit)) == (87, 55)
+    assert gpu_run.CUPY_NNZ_LIMIT < 2**31 and gpu_run.largest_cube(1, 0) == 1
+    for n, p in ((2, 1), (3, 2)):  # the bound holds, and is within the boundary's share of the count
+        space = DGSpace(build_polytopic_mesh(from_spec(f"cube:{n}")), p)
+        nnz = assemble(space, builtin_problem("paper-3d", 3)).matrix.nnz
+        bound = 30 * ((p + 1) * (p + 2) * (p + 3) // 6) ** 2 * n**3
+        assert 0.4 * bound < nnz <= bound and gpu_run.largest_cube(p, nnz - 1) < n <= gpu_run.largest_cube(p, bound)
+    out = tmp_path / "out"
+    env = dict(_env(), NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(REPO))
+    run = subprocess.run([sys.executable, str(REPO / "launch" / "gpu_run.py"), "--simulator", "--out", str(out),
+                          "--stages", "bench", "--bench-only", "largest", "--bench-budgets", "1024"],
+                         env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    ((label, row),) = json.loads((out / "results.json").read_text())["stages"]["bench"]["details"]["rows"].items()
+    assert label == "table5 largest cube:1 p=3" and row["table"] == "largest"
+    assert [k for k in row if k.startswith(("gpu-", "budget-"))] == [f"gpu-{row['default']}"]
