@@ -66,12 +66,13 @@ STAGES = ("device", "correctness", "tests", "kernels", "bench")
 BENCH_APPROACHES = ("2", "atomic", "ordered", "blocks")
 BENCH_NAMES = {"2": "rows", "atomic": "atomic", "ordered": "ordered", "blocks": "blocks"}
 #: seconds per stage on an H100 (the simulator's tiny sizes need far less); the whole run: TOTAL.  From the
-#: card runs (docs/performance.md): device 2-3 s; correctness 90-102 s on the H100, on a bare H200 8 of 16
-#: cases in 100 s while the kernels compiled (all 16 in 87 s once cached); tests 147-151 s for all 568 (H100,
-#: fourth session), on the H200 590 of at most 593 in 160 s; kernels 37-50 s for the 11 variants, compiling in 14
-#: processes; the bench needs about 450 s for every row with all four reductions: a second run gives it the
-#: rest (``-- --stages bench --bench-only table4 cube:48 cube:38 --budget bench=270 --total 280``, 235 s for
-#: Table 4 with "blocks" beside the default on the H200)
+#: card runs (docs/performance.md): device 2-3 s; correctness 90-102 s on the H100, 107.5 s for all 16 cases on
+#: a bare H200 (fifteenth session, compiling the GPU kernels into the disk cache); tests 147-151 s for all 568
+#: (H100, fourth session), all 603 in 145 s on the H200 loading the kernels from that cache; kernels 37-50 s
+#: for the 11 variants, compiling in 14 processes; the bench needs about 450 s for every row with all four
+#: reductions (its 80 s reach Table 4 mesh 1): a second run gives it the rest with the default alone
+#: (``-- --stages bench --bench-only "mesh 2" "mesh 3" cube:48 largest --bench-approaches auto
+#: --budget bench=250 --total 260``)
 BUDGET = {"device": 10, "correctness": 115, "tests": 195, "kernels": 50, "bench": 80}
 TOTAL = 450
 #: the whole run, the install step (gpu_run.sh, at most 30 s) included: 8 minutes on an H100
