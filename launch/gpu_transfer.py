@@ -15,6 +15,8 @@ of array sizes, copied
 - ``pinned, N threads``: pooled pinned memory filled by N host threads, each a slice (NumPy's copy releases
   the GIL);
 - ``pinned, resident``: the data already in pinned memory (the copy engine alone: the bound);
+- ``polydg``: ``polydg.backend.contiguous``, polydg's own way (arrays from ``STAGED_COPY_BYTES`` up through
+  pinned memory filled by the kernels' threads, smaller ones CuPy's way);
 
 the other way, the same arrays from the device into new NumPy memory (``.get()``, as an assembled matrix
 comes to the host) and into pinned memory; and the host's own memcpy of the same bytes, for scale.  The
@@ -33,6 +35,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))  # the tree's polydg
 
 #: the share of each table in a fresh Table 2 p = 1 assembly's copies (docs/performance.md, thirteenth session:
 #: face vertices and normals 29 MB each, sub-simplices 23 MB, face elements 19 MB, the rest smaller)
@@ -68,6 +72,14 @@ class Device:
 
     def pinned(self, like: np.ndarray) -> np.ndarray:
         return np.empty_like(like) if self.simulator else self.cupyx.empty_pinned(like.shape, like.dtype)
+
+    def polydg(self, a: np.ndarray):
+        """polydg's copy of ``a`` to the device (on the simulator: its staged copy into NumPy memory)."""
+        from polydg import backend as bk
+
+        if not self.simulator:
+            return bk.contiguous(self.cupy, a)
+        return bk.staged_copy(a, np.empty, np.array) if a.nbytes >= bk.STAGED_COPY_BYTES else np.array(a)
 
     def to_host(self, a, out: np.ndarray | None = None) -> np.ndarray:
         if self.simulator:
@@ -137,6 +149,11 @@ def measure(total_mb: float, threads: list[int], repeat: int, simulator: bool) -
                     out.append(device.to_device(p))
             row("pinned, pooled" if n == 1 else f"pinned, {n} threads", timed(pooled, device, repeat))
     row("pinned, resident", timed(lambda: [device.to_device(p) for p in staging], device, repeat))
+    from polydg.threads import thread_count
+
+    n = thread_count()
+    row(f"polydg, {n} thread{'s' if n > 1 else ''}", timed(lambda: [device.polydg(a) for a in arrays], device,
+                                                             repeat))
     # the other way: an assembled matrix's arrays to the host (``to_host`` in the bench)
     on_device = [device.to_device(a) for a in arrays]
     row("to host, pageable", timed(lambda: [device.to_host(a) for a in on_device], device, repeat))

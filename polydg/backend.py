@@ -313,25 +313,65 @@ def counting_transfers():
         stack.remove(count)
 
 
+#: a host array of this many bytes or more crosses to a GPU through pinned memory that the kernels' threads fill
+#: (:func:`staged_copy`); a smaller one through CuPy's own staging, which fills its pinned buffer on one thread
+STAGED_COPY_BYTES = 8 * 2**20
+
+
 def contiguous(xp, a, dtype=None):
     """``a`` as a C-contiguous array of the array module ``xp`` (NumPy or CuPy), of ``dtype`` when given; a host
-    array is copied to the device for CuPy (counted: :func:`counting_transfers`), whose
-    ``ascontiguousarray`` (from CuPy 14) takes device arrays only.
+    array is copied to the device for CuPy (counted: :func:`counting_transfers`; a large one through
+    :func:`staged_copy`), whose ``ascontiguousarray`` (from CuPy 14) takes device arrays only.
 
     >>> contiguous(np, np.arange(6.0).reshape(2, 3).T, np.float32).flags.c_contiguous
     True
     """
-    stack = getattr(_counting, "stack", None)
-    if xp is np or not stack or not isinstance(a, (np.ndarray, np.generic)):
+    if xp is np or not isinstance(a, (np.ndarray, np.generic)):
         return xp.ascontiguousarray(xp.asarray(a, dtype=dtype))
     start = time.perf_counter()
-    out = xp.ascontiguousarray(xp.asarray(a, dtype=dtype))
+    host = np.asarray(a, dtype=dtype)
+    if host.nbytes >= STAGED_COPY_BYTES:
+        out = staged_copy(np.ascontiguousarray(host), _cupy_pinned_empty, xp.asarray)
+    else:
+        out = xp.ascontiguousarray(xp.asarray(host))
+    stack = getattr(_counting, "stack", None)
+    if not stack:
+        return out
     seconds = time.perf_counter() - start
     for count in stack:
         count.copies += 1
         count.bytes += int(out.nbytes)
         count.seconds += seconds
     return out
+
+
+def staged_copy(host: np.ndarray, pinned_empty, send, threads: int | None = None):
+    """``send(staging)``: the C-contiguous ``host`` array copied into ``pinned_empty(shape, dtype)`` (page-locked
+    memory, which the device copies from directly and asynchronously) by ``threads`` threads, a slice each
+    (NumPy's copy runs outside the interpreter lock); where no pinned memory is to be had, ``send(host)``.
+
+    >>> out = staged_copy(np.arange(10.0).reshape(5, 2), np.empty, np.array, threads=3)
+    >>> out.shape, float(out.sum())
+    ((5, 2), 45.0)
+    """
+    from .threads import run_tasks, thread_count
+
+    threads = thread_count() if threads is None else threads
+    try:
+        staging = pinned_empty(host.shape, host.dtype)
+    except Exception:  # noqa: BLE001 - no page-locked memory (a limit of the system): the plain copy
+        return send(host)
+    source, target = host.reshape(-1), staging.reshape(-1)
+    bounds = np.linspace(0, source.size, max(threads, 1) + 1).astype(np.int64)
+    run_tasks(lambda k: np.copyto(target[bounds[k]:bounds[k + 1]], source[bounds[k]:bounds[k + 1]]),
+              len(bounds) - 1, threads)
+    return send(staging)  # CuPy keeps the staging memory until its copy has run
+
+
+def _cupy_pinned_empty(shape, dtype) -> np.ndarray:
+    import cupyx
+
+    return cupyx.empty_pinned(shape, dtype)
 
 
 def to_device(a, backend: str):

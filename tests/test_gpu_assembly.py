@@ -550,6 +550,39 @@ def test_host_to_device_copies_are_counted_where_they_cross():
     assert result.info["to_device"] == {"copies": 0, "bytes": 0, "seconds": 0.0}
 
 
+def test_a_large_host_array_crosses_through_pinned_memory_filled_by_threads(monkeypatch):
+    """``backend.staged_copy``: every entry arrives, whatever the slices (odd sizes, 2D, a cast on the host, more
+    threads than one); without pinned memory the plain copy; ``contiguous`` sends arrays from
+    ``STAGED_COPY_BYTES`` up that way (to a stand-in for CuPy), smaller ones as they are, all counted."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(1)
+    staged = []
+
+    def pinned_empty(shape, dtype):
+        staged.append(np.empty(shape, dtype))
+        return staged[-1]
+
+    for host, threads in ((rng.standard_normal(1001), 3), (rng.integers(0, 9, (7, 3)), 4), (np.arange(5.0), 8)):
+        out = bk.staged_copy(host, pinned_empty, np.array, threads=threads)
+        assert out.dtype == host.dtype and np.array_equal(out, host) and staged[-1] is not host
+
+    def no_pinned(shape, dtype):
+        raise RuntimeError("cudaErrorMemoryAllocation")
+
+    host = np.arange(12.0).reshape(3, 4)
+    assert bk.staged_copy(host, no_pinned, lambda a: a) is host  # the plain copy of the array itself
+    monkeypatch.setattr(bk, "_cupy_pinned_empty", pinned_empty)
+    device = SimpleNamespace(asarray=np.array, ascontiguousarray=np.ascontiguousarray)  # not NumPy itself
+    big = np.arange(bk.STAGED_COPY_BYTES // 4, dtype=np.int32)
+    before = len(staged)
+    with bk.counting_transfers() as sent:
+        wide = bk.contiguous(device, big, np.int64)  # cast on the host, then staged: twice the bytes cross
+        small = bk.contiguous(device, big[:1000])
+    assert len(staged) == before + 1 and staged[-1].dtype == np.int64 and np.array_equal(wide, big)
+    assert np.array_equal(small, big[:1000]) and (sent.copies, sent.bytes) == (2, 2 * big.nbytes + 4000)
+
+
 def _cpu_space():
     from polydg.mesh import build_polytopic_mesh, unit_square
     from polydg.space import DGSpace
@@ -620,6 +653,8 @@ def test_cupy_transfers_and_free_memory():
     a = bk.to_device(np.arange(5.0), "cupy")
     assert isinstance(a, cupy.ndarray) and bk.array_module("cupy") is cupy
     assert np.array_equal(bk.to_host(a), np.arange(5.0))
+    big = np.random.default_rng(2).standard_normal((bk.STAGED_COPY_BYTES // 16 + 3, 2))  # through pinned memory
+    assert np.array_equal(bk.to_host(bk.to_device(big, "cupy")), big)
     assert 0 < bk.free_memory_bytes("cupy") and bk.device_name()
 
 

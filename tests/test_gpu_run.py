@@ -168,8 +168,8 @@ def test_the_transfer_script_times_each_way_of_holding_the_host_memory(tmp_path)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     result = json.loads(out.read_text())
     assert list(result["rows"]) == ["host memcpy", "pageable", "pinned, fresh", "pinned, pooled",
-                                    "pinned, 2 threads", "pinned, resident", "to host, pageable",
-                                    "to host, pinned"]
+                                    "pinned, 2 threads", "pinned, resident", "polydg, 1 thread",
+                                    "to host, pageable", "to host, pinned"]
     assert abs(result["bytes"] - 4e6) < 64 and all(r["seconds"] > 0 for r in result["rows"].values())
     bad = subprocess.run([sys.executable, script, "--simulator", "--mb", "0"], env=_env(), capture_output=True,
                          text=True, timeout=60, cwd=REPO)
