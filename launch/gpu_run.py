@@ -65,14 +65,12 @@ STAGES = ("device", "correctness", "tests", "kernels", "bench")
 #: the GPU reductions the bench times, and their names in its log
 BENCH_APPROACHES = ("2", "atomic", "ordered", "blocks")
 BENCH_NAMES = {"2": "rows", "atomic": "atomic", "ordered": "ordered", "blocks": "blocks"}
-#: seconds per stage on an H100 (the simulator's tiny sizes need far less); the whole run: TOTAL.  From the
-#: card runs (docs/performance.md): device 2-3 s; correctness 90-102 s on the H100, 107.5 s for all 16 cases on
-#: a bare H200 (fifteenth session, compiling the GPU kernels into the disk cache); tests 147-151 s for all 568
-#: (H100, fourth session), all 603 in 145 s on the H200 loading the kernels from that cache; kernels 37-50 s
-#: for the 11 variants, compiling in 14 processes; the bench needs about 450 s for every row with all four
-#: reductions (its 80 s reach Table 4 mesh 1): a second run gives it the rest with the default alone
-#: (``-- --stages bench --bench-only "mesh 2" "mesh 3" cube:48 largest --bench-approaches auto
-#: --budget bench=250 --total 260``)
+#: seconds per stage on an H100 (the simulator's tiny sizes need far less); the whole run: TOTAL.  What the
+#: card runs took (docs/performance.md): device 2-3 s; correctness 90-108 s for the 16 cases, compiling the GPU
+#: kernels into the disk cache; tests about 150 s for all of them, loading those kernels; kernels 37-50 s for
+#: the 11 variants in 14 processes; the bench about 450 s for every row with all four reductions (its 80 s
+#: reach Table 4 mesh 1): a second run gives it the rest with the default alone (``-- --stages bench
+#: --bench-only "mesh 2" "mesh 3" cube:48 largest --bench-approaches auto --budget bench=250 --total 260``)
 BUDGET = {"device": 10, "correctness": 115, "tests": 195, "kernels": 50, "bench": 80}
 TOTAL = 450
 #: the whole run, the install step (gpu_run.sh, at most 30 s) included: 8 minutes on an H100
@@ -795,8 +793,8 @@ DEVICE_BYTES_PER_ENTRY = 28
 
 
 def largest_cube(p: int, nnz_limit: int) -> int:
-    """The largest N whose P_p matrix on cube:N (6 N^3 tetrahedra, one element each) has at most ``nnz_limit``
-    entries: an element couples with itself and at most four neighbours, in blocks of nb x nb.
+    """The largest N (at least 1) whose P_p matrix on cube:N (6 N^3 tetrahedra, one element each) has at most
+    ``nnz_limit`` entries: an element couples with itself and at most four neighbours, in blocks of nb x nb.
 
     >>> largest_cube(2, CUPY_NNZ_LIMIT), largest_cube(3, CUPY_NNZ_LIMIT), largest_cube(3, 10)
     (87, 55, 1)
@@ -811,15 +809,16 @@ def largest_cube(p: int, nnz_limit: int) -> int:
     return n
 
 
-def largest_nnz_limit(simulator: bool) -> int:
+def largest_nnz_limit(simulator: bool) -> int | None:
     """The "largest" rows' bound on entries: CuPy's int32 and 70% of the card's free memory (on the simulator a
-    token 20,000: cube:1)."""
+    token 20,000: cube:1); None where CuPy sees no card (the CPU baseline's walk over the cases)."""
     if simulator:
         return 20_000
-    import cupy
+    from polydg import backend as bk
 
-    free, _ = cupy.cuda.runtime.memGetInfo()
-    return min(CUPY_NNZ_LIMIT, int(0.7 * free / DEVICE_BYTES_PER_ENTRY))
+    if bk.gpu_unavailable_reason() is not None:
+        return None
+    return min(CUPY_NNZ_LIMIT, int(0.7 * bk.free_memory_bytes("cupy") / DEVICE_BYTES_PER_ENTRY))
 
 
 def bench_cases(simulator: bool, quick: bool):
@@ -899,7 +898,7 @@ def bench_cases(simulator: bool, quick: bool):
     yield "table5 cube:38 p=3", "table5", table5("cube:38", 3), None, None, False
     # Table 5's shape at the largest sizes the card holds (the issue's "largest that fit"): the default alone
     limit = largest_nnz_limit(simulator)
-    for p in (2, 3):
+    for p in (2, 3) if limit is not None else ():
         n = largest_cube(p, limit)
         yield f"table5 largest cube:{n} p={p}", "largest", table5(f"cube:{n}", p), None, None, False
 
@@ -944,7 +943,8 @@ def kernel_resources(namespace, names) -> dict:
 def bench_nonlinear(space, problem, backend: str, repeat: int) -> dict:
     """One Newton linearisation (Jacobian and residual, copied to the host) on the device: the first run
     (compilation apart), the median of ``repeat`` more, bitwise repeatability; the CPU's on 2 threads, its
-    values against the device's (to 1e-13 of the largest) and its time; the device kernels' resources."""
+    values against the device's (the Jacobian to 1e-13 of its largest entry, the residual of the largest of
+    J u) and its time; the device kernels' resources."""
     import numba
 
     from polydg.nonlinear import NonlinearSystem
@@ -979,8 +979,8 @@ def bench_nonlinear(space, problem, backend: str, repeat: int) -> dict:
     check(checks, "Jacobian against the CPU", rel_diff(lin.jacobian.data, ref.jacobian.data), F64_TOL)
     # the residual is a difference of terms of the size of J u: measured against those, as a matrix is
     terms = max(float(np.abs(ref.residual).max()), float(np.abs(ref.jacobian @ u).max()))
-    check(checks, "residual against the CPU", float(np.abs(np.asarray(lin.residual) - ref.residual).max()) / terms,
-          F64_TOL)
+    difference = float(np.abs(np.asarray(lin.residual) - ref.residual).max())
+    check(checks, "residual against the CPU", difference / terms if terms > 0 else difference, F64_TOL)
     out["checks"] = checks
     out["gpu_over_cpu"] = out["gpu"]["wall"] / out["cpu"]["wall"] if out["cpu"]["wall"] > 0 else None
     return out
@@ -1129,7 +1129,11 @@ def stage_bench(stage: Stage) -> None:
                                 "cpu_2_threads": n["cpu"]["wall"], "checks_failed":
                                 [c for c, v in n["checks"].items() if not v["ok"]]}
                 continue
-            g = next((r[f"gpu-{a}"] for a in BENCH_APPROACHES if "total_assembly" in r.get(f"gpu-{a}", {})), None)
+            # the copies and kernels quoted are the default's (else the first reduction timed)
+            g = r.get(f"gpu-{r.get('default')}", {})
+            if "total_assembly" not in g:
+                g = next((r[f"gpu-{a}"] for a in BENCH_APPROACHES if "total_assembly" in r.get(f"gpu-{a}", {})),
+                         None)
             if not g:
                 table[label] = r.get("status") or r.get("error")
                 continue
@@ -1191,7 +1195,8 @@ def stage_bench(stage: Stage) -> None:
             if table == "largest":  # the default alone: another matrix of that size would not fit beside it
                 approaches = (default,)
             row.update(bench_one(space, problem, backend, repeat, peak, bandwidth, approaches, stage.bench_options))
-            for mb in stage.bench_budgets if table != "largest" else ():  # the default's reduction again, its chunks sized by this budget
+            # the default's reduction again, its chunks sized by this budget
+            for mb in stage.bench_budgets if table != "largest" else ():
                 options = {**stage.bench_options, "memory_budget_mb": mb}
                 row[f"budget-{mb:g}"] = bench_one(space, problem, backend, repeat, peak, bandwidth, (default,),
                                                   options)[f"gpu-{default}"]

@@ -314,7 +314,8 @@ def counting_transfers():
 
 
 #: a host array of this many bytes or more crosses to a GPU through pinned memory that the kernels' threads fill
-#: (:func:`staged_copy`); a smaller one through CuPy's own staging, which fills its pinned buffer on one thread
+#: (:func:`staged_copy`); a smaller one through CuPy's own staging, which fills its pinned buffer on one thread.
+#: A first choice, to be set from ``launch/gpu_transfer.py``'s figures on a card
 STAGED_COPY_BYTES = 8 * 2**20
 
 
@@ -330,7 +331,7 @@ def contiguous(xp, a, dtype=None):
         return xp.ascontiguousarray(xp.asarray(a, dtype=dtype))
     start = time.perf_counter()
     host = np.asarray(a, dtype=dtype)
-    if host.nbytes >= STAGED_COPY_BYTES:
+    if host.nbytes >= STAGED_COPY_BYTES and _cupy_sends_pinned_as_is():
         out = staged_copy(np.ascontiguousarray(host), _cupy_pinned_empty, xp.asarray)
     else:
         out = xp.ascontiguousarray(xp.asarray(host))
@@ -349,6 +350,7 @@ def staged_copy(host: np.ndarray, pinned_empty, send, threads: int | None = None
     """``send(staging)``: the C-contiguous ``host`` array copied into ``pinned_empty(shape, dtype)`` (page-locked
     memory, which the device copies from directly and asynchronously) by ``threads`` threads, a slice each
     (NumPy's copy runs outside the interpreter lock); where no pinned memory is to be had, ``send(host)``.
+    Called from the caller's own thread, not from a task of the pool (whose threads it uses).
 
     >>> out = staged_copy(np.arange(10.0).reshape(5, 2), np.empty, np.array, threads=3)
     >>> out.shape, float(out.sum())
@@ -366,6 +368,15 @@ def staged_copy(host: np.ndarray, pinned_empty, send, threads: int | None = None
     run_tasks(lambda k: np.copyto(target[bounds[k]:bounds[k + 1]], source[bounds[k]:bounds[k + 1]]),
               len(bounds) - 1, threads)
     return send(staging)  # CuPy keeps the staging memory until its copy has run
+
+
+@lru_cache(maxsize=1)
+def _cupy_sends_pinned_as_is() -> bool:
+    """Whether ``cupy.asarray`` copies a pinned host array to the device as it is (CuPy 14 on), rather than
+    through a second pinned buffer of its own, which would make a staged copy a copy more."""
+    import cupy
+
+    return int(cupy.__version__.split(".")[0]) >= 14
 
 
 def _cupy_pinned_empty(shape, dtype) -> np.ndarray:

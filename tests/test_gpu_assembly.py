@@ -563,9 +563,15 @@ def test_a_large_host_array_crosses_through_pinned_memory_filled_by_threads(monk
         staged.append(np.empty(shape, dtype))
         return staged[-1]
 
+    sent = []
+
+    def send(a):
+        sent.append(a)
+        return np.array(a)
+
     for host, threads in ((rng.standard_normal(1001), 3), (rng.integers(0, 9, (7, 3)), 4), (np.arange(5.0), 8)):
-        out = bk.staged_copy(host, pinned_empty, np.array, threads=threads)
-        assert out.dtype == host.dtype and np.array_equal(out, host) and staged[-1] is not host
+        out = bk.staged_copy(host, pinned_empty, send, threads=threads)
+        assert sent[-1] is staged[-1] and out.dtype == host.dtype and np.array_equal(out, host)  # the staging sent
 
     def no_pinned(shape, dtype):
         raise RuntimeError("cudaErrorMemoryAllocation")
@@ -573,6 +579,7 @@ def test_a_large_host_array_crosses_through_pinned_memory_filled_by_threads(monk
     host = np.arange(12.0).reshape(3, 4)
     assert bk.staged_copy(host, no_pinned, lambda a: a) is host  # the plain copy of the array itself
     monkeypatch.setattr(bk, "_cupy_pinned_empty", pinned_empty)
+    monkeypatch.setattr(bk, "_cupy_sends_pinned_as_is", lambda: True)  # as CuPy 14 on
     device = SimpleNamespace(asarray=np.array, ascontiguousarray=np.ascontiguousarray)  # not NumPy itself
     big = np.arange(bk.STAGED_COPY_BYTES // 4, dtype=np.int32)
     before = len(staged)

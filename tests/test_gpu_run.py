@@ -134,7 +134,7 @@ def test_the_bench_times_the_named_reductions_and_the_default_and_the_profile_na
                                                                                     "precision": "single"}
     lines = [x for x in run.stdout.splitlines() if x.startswith("bench table5") and "dofs" in x]
     assert lines and all("rows" in x and "atomic" in x and "ordered" not in x for x in lines)
-    prof = subprocess.run([sys.executable, str(REPO / "launch" / "gpu_profile.py"), "table5", "--simulator",
+    prof = subprocess.run([sys.executable, str(REPO / "launch" / "gpu_profile.py"), "table5 cube", "--simulator",
                            "--out", str(out), "--top", "5"], env=env, capture_output=True, text=True, timeout=300,
                           cwd=REPO)
     assert prof.returncode == 0, prof.stdout[-3000:] + prof.stderr[-3000:]
@@ -170,7 +170,7 @@ def test_the_transfer_script_times_each_way_of_holding_the_host_memory(tmp_path)
     assert list(result["rows"]) == ["host memcpy", "pageable", "pinned, fresh", "pinned, pooled",
                                     "pinned, 2 threads", "pinned, resident", "polydg, 1 thread",
                                     "to host, pageable", "to host, pinned"]
-    assert abs(result["bytes"] - 4e6) < 64 and all(r["seconds"] > 0 for r in result["rows"].values())
+    assert 0 <= 4e6 - result["bytes"] < 8 * result["arrays"] and all(r["seconds"] > 0 for r in result["rows"].values())
     bad = subprocess.run([sys.executable, script, "--simulator", "--mb", "0"], env=_env(), capture_output=True,
                          text=True, timeout=60, cwd=REPO)
     assert bad.returncode == 2 and "--mb must be positive" in bad.stderr

@@ -362,6 +362,8 @@ class DeviceExecutor:
     where = HostExecutor.where
 
     def per_point(self, values: np.ndarray, batch: PointBatch, name: str = ""):
+        if batch.points_each:  # one rule: each entity's value for its points_each points in turn
+            return self.xp.repeat(contiguous(self.xp, np.asarray(values)), batch.points_each, axis=0)
         counts = np.diff(batch.offsets)
         owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
         return contiguous(self.xp, np.asarray(values))[contiguous(self.xp, owner)]

@@ -42,6 +42,10 @@ class PointBatch:
     device_offsets: object = None
     points_each: int = 0
 
+    def __post_init__(self) -> None:
+        if self.host_offsets is None and self.points_each < 1:
+            raise ValueError("a point batch needs its offsets, or the points of each entity where one rule serves")
+
     @property
     def offsets(self) -> np.ndarray:
         if self.host_offsets is None:  # one rule: every entity's points_each points
