@@ -314,8 +314,9 @@ def counting_transfers():
 
 
 #: a host array of this many bytes or more crosses to a GPU through pinned memory that the kernels' threads fill
-#: (:func:`staged_copy`); a smaller one through CuPy's own staging, which fills its pinned buffer on one thread.
-#: A first choice, to be set from ``launch/gpu_transfer.py``'s figures on a card
+#: (:func:`staged_copy`); a smaller one through CuPy's own staging, which fills its pinned buffer on one thread,
+#: the copy's bound where the copy engine is ten times faster than one thread's memcpy
+#: (``launch/gpu_transfer.py``; docs/performance.md, "Figures behind the code's choices")
 STAGED_COPY_BYTES = 8 * 2**20
 
 
