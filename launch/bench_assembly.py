@@ -165,6 +165,27 @@ def volume_flops(space: DGSpace, q_points_per_simplex: np.ndarray) -> float:
     return float(np.sum(2.0 * nb**2 * (d + 1) * q_points_per_simplex))
 
 
+def interior_flops(space: DGSpace, q_points_per_face: np.ndarray) -> float:
+    """The direct interior-face contraction's floating-point operations, 6 (nb+ + nb-)^2 per point of each
+    interior face: each entry of the face's two-sided block takes three multiply-adds (the penalty and upwind
+    term of the two values, and each side's flux A grad v . n times the other's value), the fluxes made once
+    per basis function.  Rates against this count are contraction-equivalent, as :func:`volume_flops`'s.
+    ``q_points_per_face``: the points of each interior face (the first ``n_interior_faces`` faces)."""
+    mesh = space.mesh
+    sides = mesh.face_elements[:mesh.n_interior_faces]
+    width = space.element_dofs[sides[:, 0]] + space.element_dofs[sides[:, 1]]
+    return float(np.sum(6.0 * width.astype(np.float64) ** 2 * q_points_per_face))
+
+
+def interior_block_bytes(space: DGSpace, itemsize: int = 8) -> float:
+    """Bytes of the interior faces' two-sided blocks, (nb+ + nb-)^2 values each: what the interior-face kernel
+    adds into the matrix."""
+    mesh = space.mesh
+    sides = mesh.face_elements[:mesh.n_interior_faces]
+    width = space.element_dofs[sides[:, 0]] + space.element_dofs[sides[:, 1]]
+    return float(itemsize * np.sum(width.astype(np.float64) ** 2))
+
+
 def moment_flops(space: DGSpace, q_points_per_simplex: np.ndarray) -> float:
     """Operations the moment form performs for a problem with A = a I and varying b, c, f.
 

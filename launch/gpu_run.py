@@ -1010,19 +1010,23 @@ def bench_one(space, problem, backend: str, repeat: int, peak, bandwidth,
               approaches: tuple = BENCH_APPROACHES, options: dict | None = None) -> dict:
     """GPU timings of the GPU reductions ``approaches`` (rows, atomic, ordered): medians of ``repeat`` after one run that
     compiles; the result's move to the host apart; bitwise repeatability of the deterministic ones; the volume
-    kernel's rate and the values' bandwidth."""
-    from bench_assembly import volume_flops
+    and interior-face kernels' rates (contraction-equivalent) and the values' bandwidth."""
+    from bench_assembly import interior_block_bytes, interior_flops, volume_flops
 
     from polydg.assembly.timing import untimed
 
     from polydg import backend as bk
     from polydg.assembly import Workspace, assemble
+    from polydg.assembly.plan import face_rule_degrees
     from polydg.assembly.points import point_counts
     from polydg.quadrature import default_degree
 
     mesh = space.mesh
     nq = point_counts(mesh.dim, default_degree(space.degree[mesh.simplex_element], 0))
     flops = volume_flops(space, nq)
+    face_q = face_rule_degrees(space.total_degree, mesh.face_elements[:mesh.n_interior_faces], 0)
+    face_flops = interior_flops(space, point_counts(mesh.dim - 1, face_q))
+    face_bytes = interior_block_bytes(space)
     out = {}
 
     def one(approach: str) -> dict:
@@ -1062,6 +1066,11 @@ def bench_one(space, problem, backend: str, repeat: int, peak, bandwidth,
         med["volume_fraction_of_fp64_peak"] = flops / ek / peak if ek > 0 and peak else None
         med["values_gbs"] = nnz * np.dtype(np.float64).itemsize / tk / 1e9 if tk > 0 else None
         med["values_fraction_of_bandwidth"] = nnz * 8 / tk / bandwidth if tk > 0 and bandwidth else None
+        ik = med["interior_kernel"]  # the interior faces' contraction and the blocks it adds
+        med["interior_gflops"] = face_flops / ik / 1e9 if ik > 0 else None
+        med["interior_fraction_of_fp64_peak"] = face_flops / ik / peak if ik > 0 and peak else None
+        med["interior_blocks_gbs"] = face_bytes / ik / 1e9 if ik > 0 else None
+        med["interior_fraction_of_bandwidth"] = face_bytes / ik / bandwidth if ik > 0 and bandwidth else None
         return med
 
     for approach in approaches:  # each on its own: one failing keeps the others' figures

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "launch" / "bench_assembly.py"
@@ -65,3 +66,20 @@ def test_profile_element_kernel_stages_reproduce_the_kernel():
                          "all"}
     assert float(rows["all"][0]) > 0 and float(rows["all"][1]) > 0
 
+
+
+def test_the_interior_face_counts_follow_the_faces_and_their_two_sides():
+    """``interior_flops``: 6 (nb+ + nb-)^2 per point of each interior face, and the blocks 8 (nb+ + nb-)^2 bytes:
+    square:1 as two triangles has one interior face between two P1 elements (3 + 3 functions); mixed degrees
+    widen it."""
+    sys.path.insert(0, str(BENCH.parent))
+    from bench_assembly import interior_block_bytes, interior_flops
+
+    from polydg.mesh import build_polytopic_mesh, from_spec
+    from polydg.space import DGSpace
+
+    mesh = build_polytopic_mesh(from_spec("square:1"))
+    assert mesh.n_elements == 2 and mesh.n_interior_faces == 1
+    assert interior_flops(DGSpace(mesh, 1), np.array([3])) == 6 * 36 * 3
+    assert interior_block_bytes(DGSpace(mesh, 1)) == 8 * 36
+    assert interior_flops(DGSpace(mesh, np.array([1, 2])), np.array([2])) == 6 * (3 + 6) ** 2 * 2

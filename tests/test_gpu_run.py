@@ -128,6 +128,7 @@ def test_the_bench_times_the_named_reductions_and_the_default_and_the_profile_na
     assert row["default"] == "2" and {"gpu-2", "gpu-atomic"} <= set(row) and "gpu-ordered" not in row
     assert row["options"] == {"memory_budget_mb": 0.001} and row["gpu-2"]["chunks"] > 1  # reached assemble
     assert row["budget-1024"]["chunks"] == 1  # --bench-budgets: the default's reduction again, in one chunk
+    assert row["gpu-2"]["interior_gflops"] > 0 and row["gpu-2"]["interior_blocks_gbs"] > 0  # the faces' rates
     summary = json.loads((out / "results.json").read_text())["stages"]["bench"]["summary"]["rows"]
     assert next(iter(summary.values()))["gpu_default_total_budget-1024"][1] == 1
     assert gpu_run.bench_options(["memory_budget_mb=4096", "precision=single"]) == {"memory_budget_mb": 4096,
