@@ -334,6 +334,7 @@ def test_cli_marches_and_writes_the_slab_keys(tmp_path):
             "--agglomerate", 16, "--degree", 1, "--json", path)
     assert r.returncode == 0, r.stderr
     assert "slab 3/3" in r.stderr and "3 slabs of (0, 0.3)" in r.stdout and "errors: l2" in r.stdout
+    assert "s (the slabs' wall time with their meshes and errors, the assemblies' compilation apart)" in r.stdout
     s = json.loads(path.read_text())
     assert s["slabs"] == 3 and s["final_time"] == 0.3 and s["dimension"] == 3
     assert len(s["timings_per_slab"]) == 3
@@ -343,6 +344,7 @@ def test_cli_marches_and_writes_the_slab_keys(tmp_path):
     # paper-2d1's a and c are constants: the matrix of slab 1 is kept, slabs 2 and 3 assemble their load
     assert s["assembled_per_slab"] == ["matrix+load", "load", "load"] and s["table_slab"] == 1
     assert "(assembled: load, factorisation reused)" in r.stderr and "the load alone in 2" in r.stdout
+    assert s["solver"]["slab"] == 3 and s["solver"]["seconds"] == s["timings_per_slab"][2]["solve"]  # the last's
 
 
 @pytest.mark.parametrize("args, message", [
