@@ -503,3 +503,22 @@ def test_command_line_on_two_ranks_solves_as_one_process(tmp_path):
     assert [r["elements"] for r in ranks["per_rank"]] and sum(r["elements"] for r in ranks["per_rank"]) == 20
     assert len(ranks["timings_per_rank"]) == 2 and ranks["balance"]["nnz"] >= 1.0
     assert ranks["timings"]["total_assembly"] == max(t["total_assembly"] for t in ranks["timings_per_rank"])
+
+
+def test_degree_zero_under_a_nonlinear_diffusion_is_said_once(monkeypatch):
+    """A nonlinear system of degree 0 with a diffusion warns as the assembly does (the penalty alone couples the
+    elements), once a process; a reaction alone says nothing."""
+    from polydg.assembly import assembler
+    from polydg.errors import ProblemWarning
+
+    monkeypatch.setitem(assembler._SAID, "degree 0", False)
+    space = DGSpace(agglomerate(from_spec("square:4"), 6), 0)
+    with pytest.warns(ProblemWarning, match="degree 0 with a diffusion"):
+        NonlinearSystem(space, builtin_problem("quasilinear", 2))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ProblemWarning)
+        NonlinearSystem(space, builtin_problem("quasilinear", 2))  # said already
+        monkeypatch.setitem(assembler._SAID, "degree 0", False)
+        NonlinearSystem(space, Problem("reaction", reaction=lambda x, u: 1.0 + u**2, source=1.0))

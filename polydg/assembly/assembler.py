@@ -73,6 +73,16 @@ __all__ = ["APPROACHES", "PRECISIONS", "TIMING_KEYS", "Assembler", "AssemblyResu
 _SAID = {"degree 0": False}
 
 
+def warn_degree_zero_diffusion(space, problem) -> None:
+    """Say, once a process (a study of degrees at its first), that elements of degree 0 under a diffusion
+    do not converge: their gradients vanish and the penalty alone couples them."""
+    if problem.has_diffusion and space.min_degree == 0 and not _SAID["degree 0"]:
+        _SAID["degree 0"] = True
+        warn_user("degree 0 with a diffusion: the gradients vanish on those elements and the penalty alone "
+                  "couples them, so the solution does not converge to the diffusion problem's (use degree 1 "
+                  "or more where there is diffusion; degree 0 suits advection and reaction)", ProblemWarning)
+
+
 def assemble(space, problem, options: AssemblyOptions | None = None, *, matrix: bool = True,
              progress: Callable[[str, int, int], None] | None = None, workspace: Workspace | None = None,
              scope: AssemblyScope | None = None, **choices) -> AssemblyResult:
@@ -246,11 +256,8 @@ class Assembler:
         if matrix and not (problem.has_diffusion or problem.has_advection or problem.has_reaction):
             warn_user(f"problem {problem.name!r} has no diffusion, advection or reaction (each absent or zero): "
                       "its matrix is zero", ProblemWarning)
-        if matrix and problem.has_diffusion and space.min_degree == 0 and not _SAID["degree 0"]:
-            _SAID["degree 0"] = True  # once a process: a study of degrees says it at its first
-            warn_user("degree 0 with a diffusion: the gradients vanish on those elements and the penalty alone "
-                      "couples them, so the solution does not converge to the diffusion problem's (use degree 1 "
-                      "or more where there is diffusion; degree 0 suits advection and reaction)", ProblemWarning)
+        if matrix:
+            warn_degree_zero_diffusion(space, problem)
         made = self._layout_key(matrix) not in self._layouts
         if face_penalty is not None:
             face_penalty = np.ascontiguousarray(face_penalty, dtype=np.float64)

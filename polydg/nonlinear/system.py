@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from ..assembly.assembler import Assembler
+from ..assembly.assembler import Assembler, warn_degree_zero_diffusion
 from ..assembly.linearized_passes import Linearization
 from ..assembly.options import AssemblyOptions, assembly_options, linearisation_options
 from ..assembly.pattern import compile_pattern_kernels
@@ -38,6 +38,7 @@ class NonlinearSystem:
         self.space = space
         self.problem = as_steady_problem(problem, space.mesh.dim)
         check_data(self.problem, space.mesh)  # data per cell or element: one value per cell or element of this mesh
+        warn_degree_zero_diffusion(space, self.problem)
         self.linear_solver = linear_solver
         mesh = space.mesh
         start = time.perf_counter()
