@@ -351,6 +351,8 @@ def test_command_line_runs_newton_and_reports_the_iteration(tmp_path, capsys):
     assert record["method"] == "newton" and record["iterations"] == len(record["updates"]) >= 3
     assert record["residuals"][-1] <= 1e-10 * record["residuals"][0]
     assert set(record["seconds"][0]) == {"assembly", "solve", "line_search"}
+    # a step's seconds hold its new iterate's assembly: u_0's is apart, so every residual's assembly is counted
+    assert len(record["seconds"]) == len(record["residuals"]) - 1 and record["first_assembly_seconds"] > 0
     assert main(args + ["--nonlinear", "picard", "--json", str(summary), "--quiet"]) == 0
     picard = json.loads(summary.read_text())
     assert picard["nonlinear"]["method"] == "picard" and picard["nonlinear"]["iterations"] > record["iterations"]

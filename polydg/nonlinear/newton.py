@@ -70,7 +70,8 @@ class NonlinearResult:
 
     solution : the last iterate's coefficients; converged : always True (else a NonlinearError)
     residuals : ||R(u_k)|| for k = 0, 1, ...; updates : ||u_{k+1} - u_k||; steps : the line search's step
-    seconds : per step, {"assembly": ..., "solve": ..., "line_search": ...} (assembly without compilation)
+    seconds : per step, {"assembly": ..., "solve": ..., "line_search": ...} (assembly without compilation: the
+        step's new iterate's); first_assembly : the assembly at u_0, before the first step
     jit : seconds of compilation (or cache loading) of the kernels, apart
     face_penalty : sigma_F of the solution; last : the last assembly (its Jacobian and residual)
     """
@@ -81,6 +82,7 @@ class NonlinearResult:
     updates: list[float] = field(default_factory=list)
     steps: list[float] = field(default_factory=list)
     seconds: list[dict] = field(default_factory=list)
+    first_assembly: float = 0.0
     face_penalty: np.ndarray | None = None
     last: Any = None
     converged: bool = True
@@ -105,7 +107,8 @@ class NonlinearResult:
     def summary(self) -> dict:
         """The JSON-ready record of the iteration (summary.json's ``nonlinear``)."""
         return {"method": self.method, "iterations": self.iterations, "residuals": self.residuals,
-                "updates": self.updates, "steps": self.steps, "seconds": self.seconds, "jit_seconds": self.jit}
+                "updates": self.updates, "steps": self.steps, "seconds": self.seconds,
+                "first_assembly_seconds": self.first_assembly, "jit_seconds": self.jit}
 
 
 def solve_iteration(system, u0: np.ndarray, options: NonlinearOptions | None = None,
@@ -130,6 +133,7 @@ def solve_iteration(system, u0: np.ndarray, options: NonlinearOptions | None = N
         return lin, lin.info["timings"]["total_assembly"]
 
     lin, assembly_seconds = assembled(u)
+    result.first_assembly = assembly_seconds
     r = r0 = float(np.linalg.norm(lin.residual))
     result.residuals.append(r)
     _check_finite(r, name, 0, r0)
