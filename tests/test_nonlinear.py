@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from polydg.assembly import assemble
-from polydg.errors import ProblemError
+from polydg.errors import ProblemError, ProblemWarning
 from polydg.mesh import from_spec
 from polydg.nonlinear import NonlinearError, NonlinearOptions, NonlinearSystem, solve_nonlinear
 from polydg.partition import agglomerate
@@ -401,6 +402,12 @@ def test_fisher_kpp_march_converges_at_the_optimal_rate_with_newton_per_slab():
     result = march(agglomerate(from_spec("cube:2"), 4), builtin_problem("fisher-kpp", 3), 1, n_slabs=2,
                    final_time=0.2, nonlinear=NonlinearOptions(method="picard", max_iterations=40))
     assert result.errors["l2"] < 0.5 and len(result.info["nonlinear_iterations_per_slab"]) == 2
+    # u = 0 solves each slab at once (no data, a reaction u^2): no step, and the slab's assembly time is u_0's
+    still = Problem("still", diffusion=1.0, reaction=lambda y, u: u, dirichlet=0.0, dim=2, space_time=True,
+                    initial=lambda x: 0.0 * x[:, 0])
+    result = march(agglomerate(from_spec("square:4"), 6), still, 1, n_slabs=2, final_time=0.2)
+    assert result.info["nonlinear_iterations_per_slab"] == [0, 0] and np.all(result.solution == 0.0)
+    assert all(t["total_assembly"] > 0.0 for t in result.timings)
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -511,14 +518,11 @@ def test_degree_zero_under_a_nonlinear_diffusion_is_said_once(monkeypatch):
     """A nonlinear system of degree 0 with a diffusion warns as the assembly does (the penalty alone couples the
     elements), once a process; a reaction alone says nothing."""
     from polydg.assembly import assembler
-    from polydg.errors import ProblemWarning
 
     monkeypatch.setitem(assembler._SAID, "degree 0", False)
     space = DGSpace(agglomerate(from_spec("square:4"), 6), 0)
     with pytest.warns(ProblemWarning, match="degree 0 with a diffusion"):
         NonlinearSystem(space, builtin_problem("quasilinear", 2))
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("error", ProblemWarning)
         NonlinearSystem(space, builtin_problem("quasilinear", 2))  # said already

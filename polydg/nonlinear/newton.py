@@ -71,7 +71,8 @@ class NonlinearResult:
     solution : the last iterate's coefficients; converged : always True (else a NonlinearError)
     residuals : ||R(u_k)|| for k = 0, 1, ...; updates : ||u_{k+1} - u_k||; steps : the line search's step
     seconds : per step, {"assembly": ..., "solve": ..., "line_search": ...} (assembly without compilation: the
-        step's new iterate's); first_assembly : the assembly at u_0, before the first step
+        step's assemblies outside the line search, its new iterate's and any at u_k when sigma is frozen again);
+        first_assembly : the assembly at u_0, before the first step
     jit : seconds of compilation (or cache loading) of the kernels, apart
     face_penalty : sigma_F of the solution; last : the last assembly (its Jacobian and residual)
     """
