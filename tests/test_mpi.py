@@ -544,3 +544,25 @@ def test_to_petsc_builds_the_ranks_rows_as_one_mpiaij_matrix(tmp_path):
     script.write_text(PETSC_SCRIPT)
     r = mpiexec(2, script)
     assert r.returncode == 0 and r.stdout.count("PETSC-OK") == 2, r.stderr
+
+
+def test_degree_zero_is_said_on_the_root_from_the_whole_space(monkeypatch):
+    """The root says degree 0 under a diffusion from the whole space before handing out the parts (the CLI
+    shows rank 0's warnings, and rank 0's part may have no element of degree 0), for an assembly and for a
+    nonlinear system; a one-rank communicator stands in for the ranks."""
+    MPI = pytest.importorskip("mpi4py.MPI")
+    from polydg.distributed import assembly as distributed_assembly
+    from polydg.distributed import nonlinear as distributed_nonlinear
+    from polydg.mesh import from_spec
+    from polydg.partition import agglomerate
+    from polydg.problem import builtin_problem
+    from polydg.space import DGSpace
+
+    said = []
+    for module in (distributed_assembly, distributed_nonlinear):
+        monkeypatch.setattr(module, "warn_degree_zero_diffusion", lambda space, problem: said.append(space))
+    mesh = agglomerate(from_spec("square:4"), 6)
+    space = DGSpace(mesh, np.r_[np.ones(mesh.n_elements - 1, dtype=np.int64), 0])  # one element of degree 0
+    distributed_assembly.assemble_distributed(space, builtin_problem("paper-2d", 2), MPI.COMM_SELF)
+    distributed_nonlinear.DistributedNonlinearSystem(space, builtin_problem("quasilinear", 2), MPI.COMM_SELF)
+    assert len(said) == 2 and all(s is space for s in said)

@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import backend as bk
-from ..assembly.assembler import Assembler, AssemblyResult
+from ..assembly.assembler import Assembler, AssemblyResult, warn_degree_zero_diffusion
 from ..assembly.result import csr_as_given
 from ..assembly.options import AssemblyOptions, assembly_options
 from ..assembly.passes import expand_ranges
@@ -199,6 +199,8 @@ def assemble_distributed(space, problem, comm, options: AssemblyOptions | None =
         options = assembly_options(options, choices)  # the same check, and error, on every rank
         asked = options  # as the user gave them (info["options"]'s approach: "auto" as on one process)
         chosen = None
+        if rank == root and space is not None and matrix:  # from the whole space: a part may lack degree 0
+            warn_degree_zero_diffusion(space, as_problem(problem, space.mesh.dim))
         if rank == root and options.approach == AUTO:  # chosen once, from the whole mesh: every rank runs it
             chosen = (options.for_space(space).approach if space is not None  # (a reuse may come without it)
                       else reuse.info["approach"])

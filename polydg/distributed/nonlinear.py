@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..assembly.assembler import warn_degree_zero_diffusion
 from ..assembly.options import AssemblyOptions, assembly_options
 from ..assembly.penalty import penalty_from_weights, penalty_weights
 from ..assembly.scope import AssemblyScope
@@ -48,6 +49,8 @@ class DistributedNonlinearSystem:
         self.comm, self.root = comm, root
         with collective_phase(comm):
             compile_relabel_kernel()
+            if comm.Get_rank() == root and space is not None:  # from the whole space: a part may lack degree 0
+                warn_degree_zero_diffusion(space, as_problem(problem, space.mesh.dim))
             options = linearisation_options(assembly_options(options, choices)).resolved()
         with collective_phase(comm):  # the GPU backend: rank r of a node on GPU r mod (GPUs on the node), bound
             self._device = bind_rank_device(comm, options.backend)  # before any of its arrays is made
