@@ -171,19 +171,19 @@ def interior_flops(space: DGSpace, q_points_per_face: np.ndarray) -> float:
     term of the two values, and each side's flux A grad v . n times the other's value), the fluxes made once
     per basis function.  Rates against this count are contraction-equivalent, as :func:`volume_flops`'s.
     ``q_points_per_face``: the points of each interior face (the first ``n_interior_faces`` faces)."""
-    mesh = space.mesh
-    sides = mesh.face_elements[:mesh.n_interior_faces]
-    width = space.element_dofs[sides[:, 0]] + space.element_dofs[sides[:, 1]]
-    return float(np.sum(6.0 * width.astype(np.float64) ** 2 * q_points_per_face))
+    return float(np.sum(6.0 * _interior_widths(space) ** 2 * q_points_per_face))
 
 
 def interior_block_bytes(space: DGSpace, itemsize: int = 8) -> float:
     """Bytes of the interior faces' two-sided blocks, (nb+ + nb-)^2 values each: what the interior-face kernel
     adds into the matrix."""
-    mesh = space.mesh
-    sides = mesh.face_elements[:mesh.n_interior_faces]
-    width = space.element_dofs[sides[:, 0]] + space.element_dofs[sides[:, 1]]
-    return float(itemsize * np.sum(width.astype(np.float64) ** 2))
+    return float(itemsize * np.sum(_interior_widths(space) ** 2))
+
+
+def _interior_widths(space: DGSpace) -> np.ndarray:
+    """nb+ + nb- of each interior face (float64)."""
+    sides = space.mesh.face_elements[:space.mesh.n_interior_faces]
+    return (space.element_dofs[sides[:, 0]] + space.element_dofs[sides[:, 1]]).astype(np.float64)
 
 
 def moment_flops(space: DGSpace, q_points_per_simplex: np.ndarray) -> float:

@@ -192,6 +192,5 @@ def run_record(args) -> dict:
             "polydg_sources": polydg.CACHE_DIRECTORY.name.removeprefix("polydg-")}
 
 
-__all__ = ["check_targets", "output_files", "planned_names", "rank_rows_writer", "report", "run_record", "summarise",
-           "summary_on_stdout", "write_json_summary", "write_output", "write_summary_and_output"]
-
+__all__ = ["check_targets", "output_files", "planned_names", "rank_rows_writer", "report", "run_record",
+           "summarise", "summary_on_stdout", "write_json_summary", "write_output", "write_summary_and_output"]

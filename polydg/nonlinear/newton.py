@@ -93,6 +93,16 @@ class NonlinearResult:
     def iterations(self) -> int:
         return len(self.updates)
 
+    @property
+    def assembly_seconds(self) -> float:
+        """Every assembly of the solve, u_0's and the line searches' included (compilation apart)."""
+        return self.first_assembly + float(sum(s["assembly"] + s["line_search"] for s in self.seconds))
+
+    @property
+    def solve_seconds(self) -> float:
+        """Every step's linear solve."""
+        return float(sum(s["solve"] for s in self.seconds))
+
     def last_assembly(self, options):
         """The last linearisation as an :class:`~polydg.assembly.AssemblyResult` (its Jacobian and residual), with
         the record of ``options`` (the resolved linearisation options: double precision, by rows) a report reads."""

@@ -43,9 +43,11 @@ from .data import DATA_COEFFICIENTS, CellData, ElementData, GridData, load_array
 
 #: the option's name, in messages
 OPTION = "--coefficient"
+#: the form of each kind of data a SPEC may name
+DATA_FORMS = {"cell": "cell:ARRAY (the mesh file's cell data) or cell:FILE.npy", "element": "element:FILE.npy",
+              "grid": "grid:FILE.npy:x0,x1,y0,y1[,z0,z1][:linear]"}
 #: what the SPEC of the option may be, for messages
-SPEC_FORMS = ("cell:ARRAY (the mesh file's cell data) or cell:FILE.npy, element:FILE.npy, "
-              "grid:FILE.npy:x0,x1,y0,y1[,z0,z1][:linear], or a number")
+SPEC_FORMS = ", ".join(DATA_FORMS.values()) + ", or a number"
 #: the option's whole form, for messages and --help
 SPEC_HELP = f"NAME=SPEC, NAME one of diffusion, reaction, source; SPEC {SPEC_FORMS}; repeatable"
 
@@ -61,10 +63,8 @@ def parse_coefficient(text: str, fine, option: str = OPTION):
     if name not in DATA_COEFFICIENTS:
         raise OptionError(f"{given}: unknown coefficient {name!r}; choose {', '.join(DATA_COEFFICIENTS)}")
     kind, colon, rest = spec.partition(":")
-    if kind in ("cell", "element", "grid") and colon and not rest.strip():
-        form = {"cell": "cell:ARRAY or cell:FILE.npy", "element": "element:FILE.npy",
-                "grid": "grid:FILE.npy:x0,x1,y0,y1[,z0,z1][:linear]"}[kind]
-        raise OptionError(f"{given}: {kind}: names no data; expected {form}")
+    if kind in DATA_FORMS and colon and not rest.strip():
+        raise OptionError(f"{given}: {kind}: names no data; expected {DATA_FORMS[kind]}")
     if kind == "cell" and rest:
         if rest.endswith(".npy"):
             values = load_array(rest, given)
